@@ -1,0 +1,118 @@
+/* The algorithm registry and the cost model's selection. */
+#include "algo.h"
+#include "util/log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Every built-in algorithm, in a fixed order (ties in cost go to the earlier one). */
+#define ZN_ALGO_LIST(X)                                                                            \
+    X(shm_direct)                                                                                  \
+    X(shm_rsag)                                                                                    \
+    ZN_ALGO_LIST_P2P(X)
+
+#ifndef ZN_ALGO_LIST_P2P
+#define ZN_ALGO_LIST_P2P(X) X(ring) X(rd) X(tree) X(pairwise)
+#endif
+
+#define ZN_X(name) extern const struct zn_algo zn_algo_##name;
+ZN_ALGO_LIST(ZN_X)
+#undef ZN_X
+
+static const struct zn_algo *const algos[] = {
+#define ZN_X(name) &zn_algo_##name,
+    ZN_ALGO_LIST(ZN_X)
+#undef ZN_X
+};
+
+const struct zn_cost_params zn_cost = {
+    .shm_sync_us = 0.4,
+    .shm_bw = 6000.0,
+    .reduce_bw = 4000.0,
+    .p2p_lat_us = 1.0,
+    .p2p_bw = 3000.0,
+    .net_lat_us = 25.0,
+    .net_bw = 1000.0,
+};
+
+const char *zn_coll_name(enum zn_coll c)
+{
+    static const char *names[] = {"AllReduce", "Broadcast",  "Reduce",  "AllGather",
+                                  "ReduceScatter", "AlltoAll", "Gather", "Scatter"};
+    return (unsigned)c < ZN_NCOLLS ? names[c] : "?";
+}
+
+const struct zn_algo *const *zn_algo_list(int *count)
+{
+    *count = (int)(sizeof(algos) / sizeof(algos[0]));
+    return algos;
+}
+
+const struct zn_algo *zn_algo_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++)
+        if (!strcmp(algos[i]->name, name)) return algos[i];
+    return NULL;
+}
+
+size_t zn_coll_send_bytes(const struct zn_coll_args *a, int nranks)
+{
+    size_t b = a->count * a->esize;
+    switch (a->coll) {
+    case ZN_COLL_REDUCESCATTER:
+    case ZN_COLL_ALLTOALL: return b * (size_t)nranks;
+    default: return b;
+    }
+}
+
+size_t zn_coll_recv_bytes(const struct zn_coll_args *a, int nranks)
+{
+    size_t b = a->count * a->esize;
+    switch (a->coll) {
+    case ZN_COLL_ALLGATHER:
+    case ZN_COLL_ALLTOALL:
+    case ZN_COLL_GATHER: return b * (size_t)nranks;
+    default: return b;
+    }
+}
+
+double zn_cost_msg(const struct zn_algo_ctx *ctx, size_t bytes)
+{
+    if (ctx->nhosts == 1 && ctx->shm_transport)
+        return zn_cost.p2p_lat_us + (double)bytes / zn_cost.p2p_bw;
+    return zn_cost.net_lat_us + (double)bytes / zn_cost.net_bw;
+}
+
+const struct zn_algo *zn_algo_select(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a,
+                                     const char *forced)
+{
+    const struct zn_algo *best = NULL;
+    double best_cost = 0;
+    if (forced && *forced) {
+        const struct zn_algo *f = zn_algo_find(forced);
+        if (f && f->supports(ctx, a)) {
+            best = f;
+            best_cost = f->cost(ctx, a);
+        } else {
+            /* Not every algorithm implements every collective: fall back to the cost model
+             * for the others and say so once per call at TUNE level. */
+            zn_log(ZN_LOG_INFO, ZN_TUNE, "ZINC_ALGO=%s %s %s; using the cost model", forced,
+                   f ? "does not support" : "is unknown for", zn_coll_name(a->coll));
+        }
+    }
+    if (!best) {
+        for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+            if (!algos[i]->supports(ctx, a)) continue;
+            double c = algos[i]->cost(ctx, a);
+            if (!best || c < best_cost) {
+                best = algos[i];
+                best_cost = c;
+            }
+        }
+    }
+    if (best)
+        zn_log(ZN_LOG_INFO, ZN_TUNE, "%s count %zu type %d op %d root %d nranks %d: %s (%.2f us)",
+               zn_coll_name(a->coll), a->count, (int)a->dtype, (int)a->op, a->root, ctx->nranks,
+               best->name, best_cost);
+    return best;
+}

@@ -1,0 +1,240 @@
+/*
+ * Collective and point-to-point entry points: argument checks (every error names the argument
+ * and its value, and leaves the communicator usable), op mapping, then the group machinery.
+ */
+#include "group.h"
+#include "util/param.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static ncclResult_t bad_arg(const char *fn, const char *fmt_arg, long long v)
+{
+    ncclResult_t r = zn_error(ncclInvalidArgument, ZN_CALL, "%s: invalid %s %lld", fn, fmt_arg, v);
+    zn_group_set_error(r);
+    return r;
+}
+
+static ncclResult_t fail(ncclResult_t r)
+{
+    zn_group_set_error(r);
+    return r;
+}
+
+/* ncclAvg and PreMulSum become a plain sum over pre-scaled inputs (or a sum divided at the end,
+ * for integers), so algorithms and transports only know sum, prod, max and min. */
+static ncclResult_t map_op(struct ncclComm *c, const char *fn, ncclRedOp_t op, ncclDataType_t dt,
+                           struct zn_op_desc *out)
+{
+    memset(out, 0, sizeof(*out));
+    switch ((int)op) {
+    case ncclSum: out->red = ZN_RED_SUM; return ncclSuccess;
+    case ncclProd: out->red = ZN_RED_PROD; return ncclSuccess;
+    case ncclMax: out->red = ZN_RED_MAX; return ncclSuccess;
+    case ncclMin: out->red = ZN_RED_MIN; return ncclSuccess;
+    case ncclAvg:
+        out->red = ZN_RED_SUM;
+        if (zn_dtype_is_float(dt)) {
+            out->premul = 1;
+            zn_dtype_from_double(dt, 1.0 / c->nranks, out->scalar);
+        } else {
+            out->post_div = 1;
+        }
+        return ncclSuccess;
+    default: break;
+    }
+    int idx = (int)op - (int)ncclNumOps;
+    if (idx < 0 || idx >= c->nops || !c->ops[idx].used)
+        return fail(zn_error(ncclInvalidArgument, ZN_CALL,
+                             "%s: invalid op %d (not a built-in op nor a live "
+                             "ncclRedOpCreatePreMulSum handle of this communicator)",
+                             fn, (int)op));
+    const struct zn_user_op *u = &c->ops[idx];
+    if (u->dtype != dt)
+        return fail(zn_error(ncclInvalidArgument, ZN_CALL,
+                             "%s: op %d was created for datatype %s but the call uses %s", fn,
+                             (int)op, zn_dtype_name(u->dtype), zn_dtype_name(dt)));
+    out->red = ZN_RED_SUM;
+    out->premul = 1;
+    if (u->residence == ncclScalarHostImmediate)
+        out->scalar[0] = u->value;
+    else
+        memcpy(out->scalar, u->ptr, zn_dtype_size(dt));
+    return ncclSuccess;
+}
+
+/* Checks common to every call on comm. */
+static ncclResult_t check_comm(struct ncclComm *c, const char *fn, cudaStream_t stream)
+{
+    ncclResult_t r = zn_comm_check(c, fn);
+    if (r != ncclSuccess) return fail(r);
+    if (c->kind == ZN_COMM_HOST && stream != NULL)
+        return fail(zn_error(ncclInvalidArgument, ZN_CALL,
+                             "%s: stream must be NULL on a host communicator (got %p): host "
+                             "communicators complete each call before returning",
+                             fn, (void *)stream));
+    return ncclSuccess;
+}
+
+static ncclResult_t check_type(const char *fn, ncclDataType_t dt)
+{
+    if ((int)dt < 0 || (int)dt >= ncclNumTypes) return bad_arg(fn, "datatype", (long long)dt);
+    return ncclSuccess;
+}
+
+static ncclResult_t check_buf(const char *fn, const char *name, const void *p, size_t count)
+{
+    if (!p && count > 0)
+        return fail(zn_error(ncclInvalidArgument, ZN_CALL, "%s: %s is NULL with count %zu", fn,
+                             name, count));
+    return ncclSuccess;
+}
+
+enum { NEED_ALL = 0, NEED_ROOT = 1, NEED_NONROOT = 2 };
+
+struct coll_desc {
+    enum zn_coll coll;
+    const char *fn;
+    int reduces;
+    int rooted;
+    int send_need, recv_need; /* which ranks must pass the buffer */
+};
+
+static const struct coll_desc descs[ZN_NCOLLS] = {
+    [ZN_COLL_ALLREDUCE] = {ZN_COLL_ALLREDUCE, "ncclAllReduce", 1, 0, NEED_ALL, NEED_ALL},
+    [ZN_COLL_BROADCAST] = {ZN_COLL_BROADCAST, "ncclBroadcast", 0, 1, NEED_ROOT, NEED_ALL},
+    [ZN_COLL_REDUCE] = {ZN_COLL_REDUCE, "ncclReduce", 1, 1, NEED_ALL, NEED_ROOT},
+    [ZN_COLL_ALLGATHER] = {ZN_COLL_ALLGATHER, "ncclAllGather", 0, 0, NEED_ALL, NEED_ALL},
+    [ZN_COLL_REDUCESCATTER] = {ZN_COLL_REDUCESCATTER, "ncclReduceScatter", 1, 0, NEED_ALL, NEED_ALL},
+    [ZN_COLL_ALLTOALL] = {ZN_COLL_ALLTOALL, "ncclAlltoAll", 0, 0, NEED_ALL, NEED_ALL},
+    [ZN_COLL_GATHER] = {ZN_COLL_GATHER, "ncclGather", 0, 1, NEED_ALL, NEED_ROOT},
+    [ZN_COLL_SCATTER] = {ZN_COLL_SCATTER, "ncclScatter", 0, 1, NEED_ROOT, NEED_ALL},
+};
+
+static int needs(int need, int rank, int root)
+{
+    return need == NEED_ALL || (need == NEED_ROOT && rank == root);
+}
+
+static ncclResult_t submit_coll(enum zn_coll coll, const void *sendbuf, void *recvbuf,
+                                size_t count, ncclDataType_t dt, ncclRedOp_t op, int root,
+                                ncclComm_t c, cudaStream_t stream)
+{
+    const struct coll_desc *d = &descs[coll];
+    zn_params();
+    ZN_CHECK(check_comm(c, d->fn, stream));
+    ZN_CHECK(check_type(d->fn, dt));
+    if (d->rooted && (root < 0 || root >= c->nranks))
+        return fail(zn_error(ncclInvalidArgument, ZN_CALL,
+                             "%s: invalid root %d (communicator has %d ranks)", d->fn, root,
+                             c->nranks));
+    size_t es = zn_dtype_size(dt);
+    if (count > SIZE_MAX / es / (size_t)c->nranks)
+        return bad_arg(d->fn, "count (overflows the address space)", (long long)count);
+    ZN_CHECK(check_buf(d->fn, "sendbuff", needs(d->send_need, c->rank, root) ? sendbuf : (void *)1,
+                       count));
+    ZN_CHECK(check_buf(d->fn, "recvbuff", needs(d->recv_need, c->rank, root) ? recvbuf : (void *)1,
+                       count));
+    struct zn_gop g = {.kind = ZN_GOP_COLL, .comm = c};
+    if (d->reduces) ZN_CHECK(map_op(c, d->fn, op, dt, &g.op));
+    g.a = (struct zn_coll_args){.coll = coll, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                                .count = count, .dtype = dt, .esize = es, .op = g.op.red,
+                                .root = d->rooted ? root : -1};
+    zn_log(ZN_LOG_INFO, ZN_CALL, "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p",
+           d->fn, sendbuf, recvbuf, count, zn_dtype_name(dt), (int)op, root, (void *)c);
+    return zn_group_submit(&g);
+}
+
+ZN_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count,
+       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_coll(ZN_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+}
+
+ZN_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count,
+       ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_coll(ZN_COLL_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
+                       stream);
+}
+
+ZN_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root,
+       ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_coll(ZN_COLL_BROADCAST, buff, buff, count, datatype, ncclSum, root, comm, stream);
+}
+
+ZN_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count,
+       ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_coll(ZN_COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+ZN_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
+       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_coll(ZN_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0,
+                       comm, stream);
+}
+
+ZN_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
+       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_coll(ZN_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, comm,
+                       stream);
+}
+
+ZN_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count,
+       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_coll(ZN_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm,
+                       stream);
+}
+
+ZN_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count,
+       ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_coll(ZN_COLL_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
+                       stream);
+}
+
+ZN_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count,
+       ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_coll(ZN_COLL_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
+                       stream);
+}
+
+static ncclResult_t submit_p2p(enum zn_gop_kind kind, const char *fn, void *buf, size_t count,
+                               ncclDataType_t dt, int peer, ncclComm_t c, cudaStream_t stream)
+{
+    zn_params();
+    ZN_CHECK(check_comm(c, fn, stream));
+    ZN_CHECK(check_type(fn, dt));
+    if (peer < 0 || peer >= c->nranks)
+        return fail(zn_error(ncclInvalidArgument, ZN_CALL,
+                             "%s: invalid peer %d (communicator has %d ranks)", fn, peer,
+                             c->nranks));
+    size_t es = zn_dtype_size(dt);
+    if (count > SIZE_MAX / es) return bad_arg(fn, "count", (long long)count);
+    ZN_CHECK(check_buf(fn, kind == ZN_GOP_SEND ? "sendbuff" : "recvbuff", buf, count));
+    struct zn_gop g = {.kind = kind, .comm = c};
+    g.a = (struct zn_coll_args){.sendbuf = buf, .recvbuf = buf, .count = count, .dtype = dt,
+                                .esize = es, .root = peer};
+    zn_log(ZN_LOG_INFO, ZN_CALL, "%s: buff %p count %zu datatype %s peer %d comm %p", fn, buf,
+           count, zn_dtype_name(dt), peer, (void *)c);
+    return zn_group_submit(&g);
+}
+
+ZN_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,
+       int peer, ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_p2p(ZN_GOP_SEND, "ncclSend", (void *)sendbuff, count, datatype, peer, comm,
+                      stream);
+}
+
+ZN_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+       ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_p2p(ZN_GOP_RECV, "ncclRecv", recvbuff, count, datatype, peer, comm, stream);
+}

@@ -1,0 +1,98 @@
+/*
+ * The communicator (api layer). Everything below it sees only narrow views: the bootstrap,
+ * the transport context, the algorithm context and the executor's context.
+ */
+#ifndef ZN_API_COMM_H
+#define ZN_API_COMM_H
+
+#include "algo/algo.h"
+#include "bootstrap/bootstrap.h"
+#include "exec/exec.h"
+#include "transport/conns.h"
+#include "transport/peer.h"
+#include "transport/shm_arena.h"
+#include "util/err.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define ZN_COMM_MAGIC 0x7a696e63636f6d6dull /* "zinccomm" */
+
+enum zn_comm_kind { ZN_COMM_HOST = 0, ZN_COMM_CUDA = 1 };
+
+/* A reduction op made by ncclRedOpCreatePreMulSum. */
+struct zn_user_op {
+    int used;
+    ncclDataType_t dtype;
+    ncclScalarResidence_t residence;
+    uint64_t value;     /* ncclScalarHostImmediate: the scalar, read at creation */
+    const void *ptr;    /* ncclScalarDevice: read at each call */
+};
+
+struct ncclComm {
+    uint64_t magic;
+    int rank, nranks;
+    enum zn_comm_kind kind;
+    int cuda_dev;
+    ncclConfig_t config;
+
+    struct zn_boot *boot;
+    struct zn_peer_info *peers;
+    struct zn_tctx tctx;
+    struct zn_conns *conns;
+    struct zn_arena *arena;
+    struct zn_peer_watch *watch;
+    int *ring;
+    struct zn_algo_ctx actx;
+    struct zn_exec_comm cx;
+    uint64_t comm_hash;
+    int nlocal, nhosts;
+
+    atomic_int abort_flag;
+    atomic_int busy;      /* API calls currently using the communicator */
+    atomic_int async_err; /* ncclResult_t: ncclInProgress while a non-blocking init runs */
+    atomic_int init_running;
+    int finalized;
+    uint64_t split_count;
+    char last_error[ZN_ERRMSG_MAX];
+    pthread_mutex_t err_lock;
+
+    struct zn_user_op *ops;
+    int nops;
+};
+
+/* How a new communicator joins: through a root (unique id) or from a parent's allgather. */
+struct zn_join {
+    int from_addrs;
+    ncclUniqueId id;
+    uint64_t magic;
+    struct zn_boot_listener listener;
+    union zn_sockaddr *addrs;
+};
+
+/* Allocate a communicator shell (no network yet). */
+ncclResult_t zn_comm_alloc(int nranks, int rank, const ncclConfig_t *config, struct ncclComm **out);
+/* Join and set up every layer; on failure the shell keeps the error in async_err. Consumes
+ * join->addrs. Blocking. */
+ncclResult_t zn_comm_setup(struct ncclComm *comm, struct zn_join *join);
+/* Run zn_comm_setup on a thread of its own (non-blocking init, several inits in a group). */
+ncclResult_t zn_comm_setup_async(struct ncclComm *comm, struct zn_join *join);
+/* Wait for an asynchronous setup to end. */
+void zn_comm_wait_setup(struct ncclComm *comm);
+/* Free everything (the communicator must be idle). */
+void zn_comm_free(struct ncclComm *comm);
+
+/* Check a handle passed by the user. */
+ncclResult_t zn_comm_check(const struct ncclComm *comm, const char *fn);
+/* Mark a communicator failed with err (the first error sticks). */
+void zn_comm_set_error(struct ncclComm *comm, ncclResult_t err);
+/* Keep the thread's last error on the communicator too (ncclGetLastError(comm)). */
+void zn_comm_save_error(struct ncclComm *comm);
+
+/* Validate and normalise a user config (NULL means defaults). */
+ncclResult_t zn_config_apply(const ncclConfig_t *user, ncclConfig_t *out);
+
+/* The comm kind the calling thread gets (ZINC_DEVICE, CUDA probe), and its device. */
+ncclResult_t zn_comm_pick_kind(enum zn_comm_kind *kind, int *dev);
+
+#endif

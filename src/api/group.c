@@ -1,0 +1,218 @@
+#include "group.h"
+#include "util/param.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct group {
+    int depth;
+    ncclResult_t err;
+    struct zn_gop *ops;
+    int nops, cap;
+};
+static _Thread_local struct group grp;
+
+int zn_group_depth(void)
+{
+    return grp.depth;
+}
+
+void zn_group_set_error(ncclResult_t err)
+{
+    if (grp.depth > 0 && grp.err == ncclSuccess) grp.err = err;
+}
+
+static void group_clear(void)
+{
+    free(grp.ops);
+    grp.ops = NULL;
+    grp.nops = grp.cap = 0;
+    grp.err = ncclSuccess;
+}
+
+/* --- running collectives and point-to-point operations ------------------------------------ */
+
+static void comms_enter(struct zn_gop *ops, int n, int delta)
+{
+    for (int i = 0; i < n; i++) {
+        int first = 1;
+        for (int j = 0; j < i && first; j++) first = ops[j].comm != ops[i].comm;
+        if (first) atomic_fetch_add(&ops[i].comm->busy, delta);
+    }
+}
+
+static ncclResult_t run_ops(struct zn_gop *ops, int n)
+{
+    if (n <= 0) return ncclSuccess;
+    struct zn_task *tasks = calloc((size_t)n, sizeof(*tasks));
+    struct zn_task **ptrs = calloc((size_t)n, sizeof(*ptrs));
+    if (!tasks || !ptrs) {
+        free(tasks);
+        free(ptrs);
+        return zn_error(ncclSystemError, ZN_COLL, "out of memory for %d operations", n);
+    }
+    comms_enter(ops, n, 1);
+    for (int i = 0; i < n; i++) {
+        struct zn_task *t = &tasks[i];
+        t->kind = ops[i].kind == ZN_GOP_COLL   ? ZN_TASK_COLL
+                  : ops[i].kind == ZN_GOP_SEND ? ZN_TASK_SEND
+                                               : ZN_TASK_RECV;
+        t->cx = &ops[i].comm->cx;
+        t->a = ops[i].a;
+        t->op = ops[i].op;
+        /* Collectives of one communicator run in call order. */
+        if (t->kind == ZN_TASK_COLL)
+            for (int j = i - 1; j >= 0; j--)
+                if (tasks[j].kind == ZN_TASK_COLL && ops[j].comm == ops[i].comm) {
+                    t->dep = &tasks[j];
+                    break;
+                }
+        ptrs[i] = t;
+    }
+    ncclResult_t res = zn_exec_run(ptrs, n);
+    if (res != ncclSuccess) {
+        /* A communicator whose operation did not finish is out of step with its peers. */
+        for (int i = 0; i < n; i++)
+            if (!tasks[i].done || tasks[i].err != ncclSuccess) zn_comm_set_error(ops[i].comm, res);
+    }
+    for (int i = 0; i < n; i++) zn_task_release(&tasks[i]);
+    comms_enter(ops, n, -1);
+    free(tasks);
+    free(ptrs);
+    return res;
+}
+
+/* --- deferred communicator inits ------------------------------------------------------------ */
+
+static ncclResult_t run_inits(struct zn_gop *ops, int n)
+{
+    ncclResult_t res = ncclSuccess;
+    int nonblocking = 0;
+    for (int i = 0; i < n; i++) {
+        ncclResult_t r = zn_comm_setup_async(ops[i].comm, &ops[i].join);
+        if (r != ncclSuccess) {
+            zn_comm_set_error(ops[i].comm, r);
+            atomic_store(&ops[i].comm->async_err, r);
+            if (res == ncclSuccess) res = r;
+        }
+        nonblocking |= !ops[i].comm->config.blocking;
+    }
+    if (nonblocking) return res == ncclSuccess ? ncclInProgress : res;
+    for (int i = 0; i < n; i++) {
+        zn_comm_wait_setup(ops[i].comm);
+        ncclResult_t r = (ncclResult_t)atomic_load(&ops[i].comm->async_err);
+        if (r != ncclSuccess && res == ncclSuccess) {
+            res = r;
+            zn_set_last_error(ops[i].comm->last_error);
+        }
+    }
+    return res;
+}
+
+static ncclResult_t run_group(struct zn_gop *ops, int n)
+{
+    int ninit = 0;
+    for (int i = 0; i < n; i++) ninit += ops[i].kind == ZN_GOP_INIT;
+    if (ninit && ninit != n)
+        return zn_error(ncclInvalidUsage, ZN_CALL,
+                        "a group may hold communicator inits or operations, not both");
+    if (ninit) return run_inits(ops, n);
+    for (int i = 0; i < n; i++) {
+        ncclResult_t st = (ncclResult_t)atomic_load(&ops[i].comm->async_err);
+        if (st != ncclSuccess) {
+            if (st == ncclInProgress)
+                return zn_error(ncclInvalidUsage, ZN_CALL,
+                                "communicator %p is still initialising (non-blocking init): wait "
+                                "for ncclCommGetAsyncError to return ncclSuccess",
+                                (void *)ops[i].comm);
+            return zn_error(st, ZN_CALL,
+                            "communicator %p failed earlier and cannot run operations (%s)",
+                            (void *)ops[i].comm, ops[i].comm->last_error);
+        }
+    }
+    return run_ops(ops, n);
+}
+
+ncclResult_t zn_group_submit(const struct zn_gop *op)
+{
+    if (grp.depth == 0) {
+        struct zn_gop copy = *op;
+        ncclResult_t res = run_group(&copy, 1);
+        if (res != ncclSuccess && res != ncclInProgress) zn_comm_save_error(op->comm);
+        return res;
+    }
+    if (grp.nops == grp.cap) {
+        int cap = grp.cap ? grp.cap * 2 : 16;
+        struct zn_gop *n = realloc(grp.ops, (size_t)cap * sizeof(*n));
+        if (!n) {
+            zn_group_set_error(ncclSystemError);
+            return zn_error(ncclSystemError, ZN_CALL, "out of memory queueing a group call");
+        }
+        grp.ops = n;
+        grp.cap = cap;
+    }
+    grp.ops[grp.nops++] = *op;
+    return ncclSuccess;
+}
+
+ZN_API(ncclResult_t, ncclGroupStart, void)
+{
+    zn_params();
+    grp.depth++;
+    return ncclSuccess;
+}
+
+ZN_API(ncclResult_t, ncclGroupEnd, void)
+{
+    if (grp.depth == 0)
+        return zn_error(ncclInvalidUsage, ZN_CALL,
+                        "ncclGroupEnd called without a matching ncclGroupStart");
+    if (--grp.depth > 0) return ncclSuccess;
+    ncclResult_t res = grp.err;
+    if (res != ncclSuccess) {
+        /* An argument error inside the group: nothing was issued, every communicator stays
+         * usable. Restore the message of that error (later calls may have overwritten it). */
+        for (int i = 0; i < grp.nops; i++)
+            if (grp.ops[i].kind == ZN_GOP_INIT) zn_comm_set_error(grp.ops[i].comm, res);
+        group_clear();
+        return res;
+    }
+    struct zn_gop *ops = grp.ops;
+    int n = grp.nops;
+    grp.ops = NULL;
+    group_clear();
+    if (n > 0) {
+        res = run_group(ops, n);
+        if (res != ncclSuccess && res != ncclInProgress)
+            for (int i = 0; i < n; i++) zn_comm_save_error(ops[i].comm);
+    }
+    free(ops);
+    return res;
+}
+
+ZN_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo)
+{
+    if (!simInfo || simInfo->magic != 0x74685283)
+        return zn_error(ncclInvalidArgument, ZN_CALL,
+                        "ncclGroupSimulateEnd: simInfo is NULL or not initialised with "
+                        "NCCL_SIM_INFO_INITIALIZER");
+    if (grp.depth == 0)
+        return zn_error(ncclInvalidUsage, ZN_CALL,
+                        "ncclGroupSimulateEnd called without a matching ncclGroupStart");
+    if (--grp.depth > 0) return ncclSuccess;
+    double us = 0;
+    for (int i = 0; i < grp.nops; i++) {
+        struct zn_gop *op = &grp.ops[i];
+        if (op->kind == ZN_GOP_INIT || atomic_load(&op->comm->async_err) != ncclSuccess) continue;
+        if (op->kind == ZN_GOP_COLL) {
+            const struct zn_algo *a = zn_algo_select(&op->comm->actx, &op->a, op->comm->cx.force_algo);
+            if (a) us += a->cost(&op->comm->actx, &op->a);
+        } else {
+            us += zn_cost_msg(&op->comm->actx, op->a.count * op->a.esize);
+        }
+    }
+    ncclResult_t res = grp.err;
+    group_clear();
+    simInfo->estimatedTime = (float)us;
+    return res;
+}

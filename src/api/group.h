@@ -1,0 +1,32 @@
+/* Group semantics: calls between ncclGroupStart and ncclGroupEnd are queued per thread and
+ * issued together. A call outside any group is a group of one. */
+#ifndef ZN_API_GROUP_H
+#define ZN_API_GROUP_H
+
+#include "comm.h"
+
+enum zn_gop_kind { ZN_GOP_COLL, ZN_GOP_SEND, ZN_GOP_RECV, ZN_GOP_INIT };
+
+struct zn_gop {
+    enum zn_gop_kind kind;
+    struct ncclComm *comm;
+    struct zn_coll_args a;
+    struct zn_op_desc op;
+    struct zn_join join; /* ZN_GOP_INIT */
+};
+
+/* Queue op (copied) in the current group, or run it now when no group is open. */
+ncclResult_t zn_group_submit(const struct zn_gop *op);
+/* Whether this thread is inside a group. */
+int zn_group_depth(void);
+/* Record an argument error inside a group: ncclGroupEnd then fails and drops the group. */
+void zn_group_set_error(ncclResult_t err);
+
+/* Public API visibility: definitions of nccl* functions use ZN_API, which also makes the
+ * pnccl* alias NCCL's profiler interposition expects. */
+#define ZN_EXPORT __attribute__((visibility("default")))
+#define ZN_API(ret, name, ...)                                                                     \
+    ZN_EXPORT ret p##name(__VA_ARGS__) __attribute__((alias(#name)));                               \
+    ZN_EXPORT ret name(__VA_ARGS__)
+
+#endif

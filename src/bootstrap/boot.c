@@ -1,0 +1,501 @@
+/*
+ * Bootstrap, rank side: joining through the root, the ring, allgather, barrier, abort.
+ */
+#include "boot_internal.h"
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/param.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void zn_boot_peer_str(const struct zn_boot *b, int peer, char *buf, size_t len)
+{
+    char a[ZN_SOCKADDR_STRLEN] = "?";
+    if (peer >= 0 && b->addrs && b->addrs[peer].sa.sa_family)
+        zn_sockaddr_str(&b->addrs[peer], a, sizeof(a));
+    snprintf(buf, len, "rank %d (%s)", peer, a);
+}
+
+void zn_boot_abort(struct zn_boot *b, ncclResult_t code, const char *why)
+{
+    if (b->failed) return;
+    b->failed = 1;
+    b->fail_code = code;
+    if (b->next_fd < 0) return;
+    char text[ZN_BOOT_MAX_ERROR];
+    int n = snprintf(text, sizeof(text), "%s", why);
+    if (n < 0) return;
+    int32_t c = (int32_t)code;
+    /* Best effort and short: the neighbour may be gone too. */
+    zn_boot_send_frame(b->next_fd, ZN_BOOT_ABORT, b->magic, &c, sizeof(c), text,
+                       (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1,
+                       zn_now_ns() + 200000000ll, NULL);
+}
+
+ncclResult_t zn_boot_fail_peer(struct zn_boot *b, ncclResult_t code, int peer, const char *what,
+                               int err)
+{
+    char who[96], msg[512];
+    zn_boot_peer_str(b, peer, who, sizeof(who));
+    const char *cause = err == -EPIPE || err == -ECONNRESET ? "closed the connection"
+                        : err == -ETIMEDOUT                 ? "did not answer within ZINC_TIMEOUT"
+                        : err == -ECANCELED                 ? "(communicator aborted)"
+                                                            : strerror(-err);
+    if (err == -ECANCELED)
+        snprintf(msg, sizeof(msg), "bootstrap %s aborted by the user", what);
+    else
+        snprintf(msg, sizeof(msg), "bootstrap %s: %s %s", what, who, cause);
+    ncclResult_t r = zn_error(code, ZN_BOOT, "%s", msg);
+    char fwd[600];
+    snprintf(fwd, sizeof(fwd), "rank %d: %s", b->rank, msg);
+    zn_boot_abort(b, code, fwd);
+    return r;
+}
+
+/* An ABORT or ERROR frame arrived: fail with its text and pass it on around the ring. */
+static ncclResult_t take_abort(struct zn_boot *b, const struct zn_frame_reader *rd)
+{
+    int32_t code = ncclRemoteError;
+    char text[ZN_BOOT_MAX_ERROR + 1] = "";
+    if (rd->hdr.len >= 4) {
+        memcpy(&code, rd->payload, 4);
+        size_t n = rd->hdr.len - 4;
+        memcpy(text, rd->payload + 4, n);
+        text[n] = 0;
+    }
+    if (code <= ncclSuccess || code >= ncclNumResults || code == ncclInProgress)
+        code = ncclRemoteError;
+    ncclResult_t r = zn_error((ncclResult_t)code, ZN_BOOT, "bootstrap failed: %s", text);
+    zn_boot_abort(b, (ncclResult_t)code, text);
+    return r;
+}
+
+static void in_close(struct zn_boot *b, int i)
+{
+    close(b->in[i].fd);
+    zn_frame_reader_reset(&b->in[i].rd);
+    b->in[i] = b->in[--b->nin];
+}
+
+static void accept_incoming(struct zn_boot *b)
+{
+    for (;;) {
+        int fd;
+        if (zn_sock_try_accept(b->l.fd, &fd) != 0) return;
+        if (b->nin == b->incap) {
+            int cap = b->incap ? b->incap * 2 : 16;
+            struct boot_in *n = realloc(b->in, (size_t)cap * sizeof(*n));
+            if (!n) {
+                close(fd);
+                return;
+            }
+            b->in = n;
+            b->incap = cap;
+        }
+        memset(&b->in[b->nin], 0, sizeof(b->in[0]));
+        b->in[b->nin].fd = fd;
+        b->in[b->nin].src = -1;
+        b->nin++;
+    }
+}
+
+static void enqueue(struct zn_boot *b, int src, struct zn_frame_reader *rd)
+{
+    struct boot_msg *m = calloc(1, sizeof(*m));
+    if (!m) return;
+    memcpy(&m->tag, rd->payload, 4);
+    m->src = src;
+    m->len = rd->hdr.len - 8;
+    m->data = rd->payload; /* take the buffer over */
+    rd->payload = NULL;
+    *b->unexpected_tail = m;
+    b->unexpected_tail = &m->next;
+}
+
+/* Serve incoming connection i. Returns an error only for an ABORT frame. */
+static ncclResult_t serve_in(struct zn_boot *b, int i)
+{
+    struct boot_in *c = &b->in[i];
+    int rc = zn_frame_reader_step(&c->rd, c->fd, b->magic, c->src < 0 ? ZN_BOOT_HELLO : 0);
+    if (rc == 0) return ncclSuccess;
+    if (rc < 0) {
+        if (rc == -EBADMSG)
+            zn_warn(ZN_BOOT, "bootstrap: closed an incoming connection that did not present this "
+                             "job's magic");
+        else if (rc != -EPIPE && rc != -ECONNRESET)
+            zn_warn(ZN_BOOT, "bootstrap: closed an incoming connection%s: %s",
+                    c->src >= 0 ? " from a peer" : "",
+                    rc == -EMSGSIZE ? "message length out of bounds" : strerror(-rc));
+        in_close(b, i);
+        return ncclSuccess;
+    }
+    struct zn_frame_reader *rd = &c->rd;
+    if (rd->hdr.type == ZN_BOOT_ABORT || rd->hdr.type == ZN_BOOT_ERROR) {
+        ncclResult_t r = take_abort(b, rd);
+        in_close(b, i);
+        return r;
+    }
+    if (c->src < 0) {
+        struct zn_boot_hello h;
+        if (rd->hdr.type != ZN_BOOT_HELLO ||
+            zn_boot_hello_decode(rd->payload, rd->hdr.len, &h, NULL) != 0 ||
+            h.nranks != b->nranks || h.kind == ZN_HELLO_ROOT) {
+            zn_warn(ZN_BOOT, "bootstrap: closed an incoming connection with a malformed HELLO");
+            in_close(b, i);
+            return ncclSuccess;
+        }
+        zn_frame_reader_reset(rd);
+        if (h.kind == ZN_HELLO_RING && h.rank == (b->rank + b->nranks - 1) % b->nranks &&
+            b->prev_fd < 0) {
+            b->prev_fd = c->fd;
+            b->in[i] = b->in[--b->nin];
+            return ncclSuccess;
+        }
+        c->src = h.rank;
+        return ncclSuccess;
+    }
+    if (rd->hdr.type == ZN_BOOT_DATA && rd->hdr.len >= 8) enqueue(b, c->src, rd);
+    zn_frame_reader_reset(rd);
+    return ncclSuccess;
+}
+
+static int send_step(struct zn_boot *b, struct boot_io *io, size_t total)
+{
+    while (io->sent < total) {
+        size_t off = io->sent, k = 0;
+        while (off >= io->len[k]) off -= io->len[k++];
+        size_t n;
+        int rc = zn_sock_send_some(io->send_fd, (const char *)io->part[k] + off,
+                                   io->len[k] - off, &n);
+        if (rc) return rc;
+        if (n == 0) return 0;
+        io->sent += n;
+    }
+    return 0;
+}
+
+ncclResult_t zn_boot_io_run(struct zn_boot *b, struct boot_io *io)
+{
+    size_t total = io->len[0] + io->len[1] + io->len[2];
+    int recv_done = io->recv_fd < 0;
+    int64_t deadline = zn_now_ns() + zn_timeout_ns();
+    struct pollfd stack_pfds[64], *pfds = stack_pfds;
+    ncclResult_t res = ncclSuccess;
+    for (;;) {
+        if (b->abort_flag && atomic_load(b->abort_flag))
+            return zn_boot_fail_peer(b, ncclRemoteError, -1, io->what, -ECANCELED);
+        if (io->send_fd >= 0 && io->sent < total) {
+            int rc = send_step(b, io, total);
+            if (rc) return zn_boot_fail_peer(b, ncclRemoteError, io->blame_send, io->what, rc);
+        }
+        if (!recv_done) {
+            int rc = zn_frame_reader_step(io->rd, io->recv_fd, b->magic, ZN_BOOT_DATA);
+            if (rc < 0) {
+                if (rc == -EBADMSG || rc == -EPROTO || rc == -EMSGSIZE)
+                    return zn_boot_fail_peer(b, ncclInternalError, io->blame_recv, io->what, rc);
+                return zn_boot_fail_peer(b, ncclRemoteError, io->blame_recv, io->what, rc);
+            }
+            if (rc == 1 && (io->rd->hdr.type == ZN_BOOT_ABORT || io->rd->hdr.type == ZN_BOOT_ERROR))
+                return take_abort(b, io->rd);
+            recv_done = rc == 1;
+        }
+        int send_done = io->send_fd < 0 || io->sent == total;
+        if (send_done && recv_done && (!io->until || io->until(b, io->until_arg))) break;
+        if (zn_now_ns() >= deadline)
+            return zn_boot_fail_peer(b, ncclRemoteError,
+                                     !recv_done ? io->blame_recv : io->blame_send, io->what,
+                                     -ETIMEDOUT);
+
+        int need = 3 + b->nin;
+        if (need > 64 && pfds == stack_pfds) pfds = NULL;
+        if (pfds != stack_pfds) {
+            struct pollfd *p = realloc(pfds, (size_t)need * sizeof(*p));
+            if (!p) return zn_error(ncclSystemError, ZN_BOOT, "out of memory in bootstrap");
+            pfds = p;
+        }
+        int n = 0;
+        pfds[n++] = (struct pollfd){.fd = b->l.fd, .events = POLLIN};
+        pfds[n++] = (struct pollfd){.fd = send_done ? -1 : io->send_fd, .events = POLLOUT};
+        pfds[n++] = (struct pollfd){.fd = recv_done ? -1 : io->recv_fd, .events = POLLIN};
+        for (int i = 0; i < b->nin; i++)
+            pfds[n++] = (struct pollfd){.fd = b->in[i].fd, .events = POLLIN};
+        int ready = poll(pfds, (nfds_t)n, zn_ms_left(deadline, 50));
+        if (ready <= 0) continue;
+        for (int i = b->nin - 1; i >= 0; i--)
+            if (pfds[3 + i].revents && (res = serve_in(b, i)) != ncclSuccess) goto out;
+        if (pfds[0].revents) accept_incoming(b);
+    }
+out:
+    if (pfds != stack_pfds) free(pfds);
+    return res;
+}
+
+/* --- construction -------------------------------------------------------------------- */
+
+ncclResult_t zn_boot_listener_create(struct zn_boot_listener *l)
+{
+    union zn_sockaddr addr;
+    char ifname[64];
+    int rc = zn_sock_local_addr(&addr, ifname, sizeof(ifname));
+    if (rc)
+        return zn_error(ncclSystemError, ZN_BOOT,
+                        "no usable network interface for the bootstrap (ZINC_SOCKET_IFNAME=\"%s\")",
+                        zn_params()->socket_ifname);
+    if (addr.sa.sa_family == AF_INET6)
+        addr.in6.sin6_port = 0;
+    else
+        addr.in4.sin_port = 0;
+    rc = zn_sock_listen(&addr, &l->fd, &l->addr);
+    if (rc) {
+        char a[ZN_SOCKADDR_STRLEN];
+        zn_sockaddr_str(&addr, a, sizeof(a));
+        return zn_error(ncclSystemError, ZN_BOOT, "bootstrap cannot listen on %s (%s): %s", a,
+                        ifname, strerror(-rc));
+    }
+    return ncclSuccess;
+}
+
+void zn_boot_listener_close(struct zn_boot_listener *l)
+{
+    if (l->fd >= 0) close(l->fd);
+    l->fd = -1;
+}
+
+static ncclResult_t boot_alloc(uint64_t magic, int rank, int nranks, const atomic_int *abort_flag,
+                               struct zn_boot **out)
+{
+    struct zn_boot *b = calloc(1, sizeof(*b));
+    if (!b) return zn_error(ncclSystemError, ZN_BOOT, "out of memory");
+    b->rank = rank;
+    b->nranks = nranks;
+    b->magic = magic;
+    b->abort_flag = abort_flag;
+    b->next_fd = b->prev_fd = b->l.fd = -1;
+    b->unexpected_tail = &b->unexpected;
+    b->addrs = calloc((size_t)nranks, sizeof(*b->addrs));
+    b->send_fd = malloc((size_t)nranks * sizeof(int));
+    if (!b->addrs || !b->send_fd) {
+        zn_boot_destroy(b);
+        return zn_error(ncclSystemError, ZN_BOOT, "out of memory for %d ranks", nranks);
+    }
+    for (int i = 0; i < nranks; i++) b->send_fd[i] = -1;
+    *out = b;
+    return ncclSuccess;
+}
+
+static int have_prev(struct zn_boot *b, void *arg)
+{
+    return b->prev_fd >= 0;
+}
+
+/* Connect to the successor and wait for the predecessor's connection. */
+static ncclResult_t ring_connect(struct zn_boot *b, const union zn_sockaddr *next)
+{
+    if (b->nranks == 1) return ncclSuccess;
+    int next_rank = (b->rank + 1) % b->nranks, prev_rank = (b->rank + b->nranks - 1) % b->nranks;
+    int64_t deadline = zn_now_ns() + zn_timeout_ns();
+    int rc = zn_sock_connect(next, deadline, b->abort_flag, &b->next_fd);
+    if (rc) return zn_boot_fail_peer(b, ncclRemoteError, next_rank, "ring connect", rc);
+    struct zn_boot_hello h;
+    zn_boot_hello_encode(&h, b->rank, b->nranks, ZN_HELLO_RING, &b->l.addr);
+    struct zn_boot_frame f = {.type = ZN_BOOT_HELLO, .version = ZN_BOOT_VERSION,
+                              .magic = b->magic, .len = sizeof(h)};
+    struct boot_io io = {.send_fd = b->next_fd, .part = {&f, &h}, .len = {sizeof(f), sizeof(h)},
+                         .recv_fd = -1, .until = have_prev, .blame_send = next_rank,
+                         .blame_recv = prev_rank, .what = "ring setup"};
+    return zn_boot_io_run(b, &io);
+}
+
+/* Talk to the root: HELLO out, RING_INFO (or ERROR) back. */
+static ncclResult_t root_exchange(struct zn_boot *b, const union zn_sockaddr *root,
+                                  union zn_sockaddr *next)
+{
+    char where[ZN_SOCKADDR_STRLEN];
+    zn_sockaddr_str(root, where, sizeof(where));
+    /* A little longer than the root's own deadline, so that its explanation arrives first. */
+    int64_t deadline = zn_now_ns() + zn_timeout_ns() + 5000000000ll;
+    int fd, rc = zn_sock_connect(root, deadline, b->abort_flag, &fd);
+    if (rc)
+        return zn_error(ncclRemoteError, ZN_BOOT, "cannot reach the bootstrap root at %s: %s",
+                        where, rc == -ETIMEDOUT ? "timed out (ZINC_TIMEOUT)" : strerror(-rc));
+    struct zn_boot_hello h;
+    zn_boot_hello_encode(&h, b->rank, b->nranks, ZN_HELLO_ROOT, &b->l.addr);
+    rc = zn_boot_send_frame(fd, ZN_BOOT_HELLO, b->magic, &h, sizeof(h), NULL, 0, deadline,
+                            b->abort_flag);
+    struct zn_frame_reader rd = {0};
+    while (rc == 0 && (rc = zn_frame_reader_step(&rd, fd, b->magic, ZN_BOOT_RING_INFO)) == 0) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        poll(&p, 1, zn_ms_left(deadline, 50));
+        if (b->abort_flag && atomic_load(b->abort_flag)) rc = -ECANCELED;
+        else if (zn_now_ns() >= deadline) rc = -ETIMEDOUT;
+    }
+    close(fd);
+    ncclResult_t res = ncclSuccess;
+    if (rc < 0) {
+        res = zn_error(ncclRemoteError, ZN_BOOT,
+                       "bootstrap root at %s: %s before all ranks joined%s", where,
+                       rc == -EPIPE || rc == -ECONNRESET ? "connection closed"
+                       : rc == -ETIMEDOUT               ? "no answer within ZINC_TIMEOUT"
+                                                        : strerror(-rc),
+                       rc == -EPIPE ? " (did the process that created the unique id exit?)" : "");
+    } else if (rd.hdr.type == ZN_BOOT_ERROR || rd.hdr.type == ZN_BOOT_ABORT) {
+        res = take_abort(b, &rd);
+    } else {
+        struct zn_boot_ring_info info;
+        if (rd.hdr.len != sizeof(info)) {
+            res = zn_error(ncclInternalError, ZN_BOOT, "bootstrap root sent a malformed answer");
+        } else {
+            memcpy(&info, rd.payload, sizeof(info));
+            memset(next, 0, sizeof(*next));
+            memcpy(next, info.next_addr, sizeof(*next));
+        }
+    }
+    zn_frame_reader_reset(&rd);
+    return res;
+}
+
+ncclResult_t zn_boot_init(const ncclUniqueId *uid, int rank, int nranks,
+                          const atomic_int *abort_flag, struct zn_boot **out)
+{
+    struct zn_unique_id id;
+    memcpy(&id, uid->internal, sizeof(id));
+    union zn_sockaddr root;
+    memset(&root, 0, sizeof(root));
+    memcpy(&root, id.root_addr, sizeof(root));
+    if (id.magic == 0 || (root.sa.sa_family != AF_INET && root.sa.sa_family != AF_INET6))
+        return zn_error(ncclInvalidArgument, ZN_BOOT,
+                        "commId is not a unique id made by ncclGetUniqueId (magic 0 or no root "
+                        "address): was it broadcast to every rank?");
+    struct zn_boot *b;
+    ZN_CHECK(boot_alloc(id.magic, rank, nranks, abort_flag, &b));
+    ncclResult_t res;
+    ZN_CHECK_GOTO(zn_boot_listener_create(&b->l), res, fail);
+    if (id.rank0_hosts_root && rank == 0) {
+        union zn_sockaddr bound;
+        ZN_CHECK_GOTO(zn_boot_root_start(&root, id.magic, &bound), res, fail);
+    }
+    union zn_sockaddr next;
+    ZN_CHECK_GOTO(root_exchange(b, &root, &next), res, fail);
+    b->addrs[(rank + 1) % nranks] = next;
+    ZN_CHECK_GOTO(ring_connect(b, &next), res, fail);
+    b->addrs[rank] = b->l.addr;
+    ZN_CHECK_GOTO(zn_boot_allgather(b, b->addrs, sizeof(*b->addrs)), res, fail);
+    zn_info(ZN_BOOT, "bootstrap: rank %d of %d connected", rank, nranks);
+    *out = b;
+    return ncclSuccess;
+fail:
+    zn_boot_destroy(b);
+    return res;
+}
+
+ncclResult_t zn_boot_init_addrs(uint64_t magic, int rank, int nranks, struct zn_boot_listener *l,
+                                const union zn_sockaddr *addrs, const atomic_int *abort_flag,
+                                struct zn_boot **out)
+{
+    struct zn_boot *b;
+    ncclResult_t res = boot_alloc(magic, rank, nranks, abort_flag, &b);
+    if (res != ncclSuccess) {
+        zn_boot_listener_close(l);
+        return res;
+    }
+    b->l = *l;
+    l->fd = -1;
+    memcpy(b->addrs, addrs, (size_t)nranks * sizeof(*addrs));
+    ZN_CHECK_GOTO(ring_connect(b, &addrs[(rank + 1) % nranks]), res, fail);
+    *out = b;
+    return ncclSuccess;
+fail:
+    zn_boot_destroy(b);
+    return res;
+}
+
+/* --- collectives over the ring ----------------------------------------------------------- */
+
+ncclResult_t zn_boot_allgather(struct zn_boot *b, void *buf, size_t block)
+{
+    int n = b->nranks, next = (b->rank + 1) % n, prev = (b->rank + n - 1) % n;
+    if (b->failed)
+        return zn_error(b->fail_code, ZN_BOOT, "bootstrap already failed; see the earlier error");
+    for (int s = 0; s < n - 1; s++) {
+        int send_blk = (b->rank - s + n) % n, recv_blk = (b->rank - s - 1 + n) % n;
+        uint32_t hdr[2] = {(uint32_t)s, 0};
+        struct zn_boot_frame f = {.type = ZN_BOOT_DATA, .version = ZN_BOOT_VERSION,
+                                  .magic = b->magic, .len = sizeof(hdr) + block};
+        struct zn_frame_reader rd = {0};
+        struct boot_io io = {.send_fd = b->next_fd, .part = {&f, hdr, (char *)buf + send_blk * block},
+                             .len = {sizeof(f), sizeof(hdr), block}, .recv_fd = b->prev_fd,
+                             .rd = &rd, .blame_send = next, .blame_recv = prev,
+                             .what = "allgather"};
+        ncclResult_t res = zn_boot_io_run(b, &io);
+        if (res == ncclSuccess && rd.hdr.len != sizeof(hdr) + block) {
+            char who[96];
+            zn_boot_peer_str(b, prev, who, sizeof(who));
+            res = zn_error(ncclInvalidUsage, ZN_BOOT,
+                           "bootstrap allgather: %s sent %llu bytes, expected %zu (ranks made "
+                           "different calls?)",
+                           who, (unsigned long long)rd.hdr.len - sizeof(hdr), block);
+            zn_boot_abort(b, res, zn_last_error());
+        }
+        if (res == ncclSuccess) memcpy((char *)buf + recv_blk * block, rd.payload + 8, block);
+        zn_frame_reader_reset(&rd);
+        if (res != ncclSuccess) return res;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t zn_boot_barrier(struct zn_boot *b)
+{
+    char stack[256], *bytes = stack;
+    if ((size_t)b->nranks > sizeof(stack) && !(bytes = malloc((size_t)b->nranks)))
+        return zn_error(ncclSystemError, ZN_BOOT, "out of memory");
+    bytes[b->rank] = 1;
+    ncclResult_t res = zn_boot_allgather(b, bytes, 1);
+    if (bytes != stack) free(bytes);
+    return res;
+}
+
+int zn_boot_rank(const struct zn_boot *b)
+{
+    return b->rank;
+}
+
+int zn_boot_nranks(const struct zn_boot *b)
+{
+    return b->nranks;
+}
+
+uint64_t zn_boot_magic(const struct zn_boot *b)
+{
+    return b->magic;
+}
+
+const union zn_sockaddr *zn_boot_peer_addr(const struct zn_boot *b, int rank)
+{
+    return &b->addrs[rank];
+}
+
+void zn_boot_destroy(struct zn_boot *b)
+{
+    if (!b) return;
+    if (b->next_fd >= 0) close(b->next_fd);
+    if (b->prev_fd >= 0) close(b->prev_fd);
+    zn_boot_listener_close(&b->l);
+    for (int i = 0; b->send_fd && i < b->nranks; i++)
+        if (b->send_fd[i] >= 0) close(b->send_fd[i]);
+    while (b->nin) in_close(b, b->nin - 1);
+    while (b->unexpected) {
+        struct boot_msg *m = b->unexpected;
+        b->unexpected = m->next;
+        free(m->data);
+        free(m);
+    }
+    free(b->in);
+    free(b->send_fd);
+    free(b->addrs);
+    free(b);
+}

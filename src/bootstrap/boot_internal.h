@@ -1,0 +1,64 @@
+/* State shared by the files of the bootstrap layer (not seen above it). */
+#ifndef ZN_BOOTSTRAP_INTERNAL_H
+#define ZN_BOOTSTRAP_INTERNAL_H
+
+#include "bootstrap.h"
+#include "wire.h"
+
+#include <stddef.h>
+
+/* A connection someone opened to our listener: its HELLO is read first (src stays -1 until
+ * then), after which it carries DATA frames from rank src. */
+struct boot_in {
+    int fd;
+    int src;
+    struct zn_frame_reader rd;
+};
+
+/* A point-to-point message that arrived before its zn_boot_recv. */
+struct boot_msg {
+    int src;
+    uint32_t tag;
+    size_t len;
+    uint8_t *data;
+    struct boot_msg *next;
+};
+
+struct zn_boot {
+    int rank, nranks;
+    uint64_t magic;
+    const atomic_int *abort_flag;
+    struct zn_boot_listener l;
+    int next_fd, prev_fd;
+    union zn_sockaddr *addrs; /* every rank's listening address */
+    int *send_fd;             /* outgoing point-to-point connections, -1 until first use */
+    struct boot_in *in;
+    int nin, incap;
+    struct boot_msg *unexpected, **unexpected_tail;
+    int failed;
+    ncclResult_t fail_code;
+};
+
+/* One wait of the bootstrap: optionally a frame to write on send_fd and a frame to read from
+ * recv_fd, while serving incoming point-to-point connections; ends when both are done or
+ * until() says so. */
+struct boot_io {
+    int send_fd;
+    const void *part[3];
+    size_t len[3];
+    size_t sent;
+    int recv_fd;
+    struct zn_frame_reader *rd;
+    int (*until)(struct zn_boot *b, void *arg);
+    void *until_arg;
+    int blame_send, blame_recv; /* ranks named if that side fails */
+    const char *what;
+};
+
+ncclResult_t zn_boot_io_run(struct zn_boot *b, struct boot_io *io);
+/* Fail the bootstrap with a message naming rank peer, and tell the ring neighbour. */
+ncclResult_t zn_boot_fail_peer(struct zn_boot *b, ncclResult_t code, int peer, const char *what,
+                               int err);
+void zn_boot_peer_str(const struct zn_boot *b, int peer, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * Bootstrap: how the ranks of a new communicator find each other, and the out-of-band
+ * (socket) messaging the layers above use during setup.
+ *
+ * Rendezvous: every rank connects to the root named in the unique id and sends its rank and
+ * listening address; once all nranks have arrived the root tells each rank only the address
+ * of the next rank (O(1) per rank, no O(n^2) table at the root), then exits. The ranks connect
+ * into a ring and allgather their addresses over it. A rank that disconnects before everyone
+ * has arrived, or a deadline that passes first, is reported by the root to every waiting rank.
+ *
+ * After init: allgather and barrier over the ring, and point-to-point send/recv over
+ * connections opened on first use. All of it is blocking with the ZINC_TIMEOUT deadline and
+ * watches the communicator's abort flag. One thread at a time may use a zn_boot.
+ */
+#ifndef ZN_BOOTSTRAP_BOOTSTRAP_H
+#define ZN_BOOTSTRAP_BOOTSTRAP_H
+
+#include "nccl.h"
+#include "util/sock.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* The unique id, as stored in ncclUniqueId's 128 bytes. */
+struct zn_unique_id {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t rank0_hosts_root; /* 1: ZINC_COMM_ID; rank 0 starts the root inside init */
+    uint8_t root_addr[32];
+};
+_Static_assert(sizeof(struct zn_unique_id) <= NCCL_UNIQUE_ID_BYTES, "unique id fits");
+
+struct zn_boot;
+
+/* A bootstrap listening socket, made before the ranks know each other (split, shrink). */
+struct zn_boot_listener {
+    int fd;
+    union zn_sockaddr addr;
+};
+
+/* ncclGetUniqueId: with ZINC_COMM_ID set, the address from it and a magic derived from it
+ * (the same on every rank); otherwise a root thread is started in this process on an
+ * ephemeral port and a random magic is drawn. */
+ncclResult_t zn_boot_get_unique_id(ncclUniqueId *out);
+
+/* Join the communicator described by id. Blocks until all ranks joined or the deadline. */
+ncclResult_t zn_boot_init(const ncclUniqueId *id, int rank, int nranks,
+                          const atomic_int *abort_flag, struct zn_boot **out);
+
+ncclResult_t zn_boot_listener_create(struct zn_boot_listener *l);
+void zn_boot_listener_close(struct zn_boot_listener *l);
+
+/* Join a communicator whose members already know every member's listening address (from an
+ * allgather on a parent communicator). Takes ownership of l. */
+ncclResult_t zn_boot_init_addrs(uint64_t magic, int rank, int nranks, struct zn_boot_listener *l,
+                                const union zn_sockaddr *addrs, const atomic_int *abort_flag,
+                                struct zn_boot **out);
+
+/* buf holds nranks blocks of block bytes; this rank's is at rank*block. */
+ncclResult_t zn_boot_allgather(struct zn_boot *b, void *buf, size_t block);
+ncclResult_t zn_boot_barrier(struct zn_boot *b);
+ncclResult_t zn_boot_send(struct zn_boot *b, int peer, uint32_t tag, const void *buf, size_t len);
+ncclResult_t zn_boot_recv(struct zn_boot *b, int peer, uint32_t tag, void *buf, size_t len);
+
+/* Tell the ring neighbour (best effort, non-blocking) that this rank failed and why, so that
+ * ranks blocked in a bootstrap collective fail quickly with the reason instead of timing out. */
+void zn_boot_abort(struct zn_boot *b, ncclResult_t code, const char *why);
+
+int zn_boot_rank(const struct zn_boot *b);
+int zn_boot_nranks(const struct zn_boot *b);
+uint64_t zn_boot_magic(const struct zn_boot *b);
+const union zn_sockaddr *zn_boot_peer_addr(const struct zn_boot *b, int rank);
+void zn_boot_destroy(struct zn_boot *b);
+
+/* Internal to the bootstrap layer: start a root serving one init of a job. */
+ncclResult_t zn_boot_root_start(const union zn_sockaddr *addr, uint64_t magic,
+                                union zn_sockaddr *bound);
+
+#endif

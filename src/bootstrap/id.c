@@ -1,0 +1,55 @@
+/* Unique ids: a root address plus a 64-bit job magic. */
+#include "bootstrap.h"
+#include "util/err.h"
+#include "util/param.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define ZN_ID_VERSION 1
+
+/* FNV-1a: a stable 64-bit hash, so every rank derives the same magic from ZINC_COMM_ID. */
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+ncclResult_t zn_boot_get_unique_id(ncclUniqueId *out)
+{
+    struct zn_unique_id id;
+    memset(&id, 0, sizeof(id));
+    id.version = ZN_ID_VERSION;
+    const char *env = zn_params()->comm_id;
+    union zn_sockaddr addr;
+    if (*env) {
+        int rc = zn_sockaddr_parse(env, &addr);
+        if (rc)
+            return zn_error(ncclInvalidArgument, ZN_BOOT,
+                            "ZINC_COMM_ID/NCCL_COMM_ID=\"%s\" is not a host:port address (%s)",
+                            env, strerror(-rc));
+        id.magic = fnv1a(env) | 1;
+        id.rank0_hosts_root = 1;
+    } else {
+        if (getrandom(&id.magic, sizeof(id.magic), 0) != sizeof(id.magic))
+            return zn_error(ncclSystemError, ZN_BOOT, "getrandom failed: %s", strerror(errno));
+        id.magic |= 1; /* never 0, which marks an id that was never filled */
+        char ifname[64];
+        int rc = zn_sock_local_addr(&addr, ifname, sizeof(ifname));
+        if (rc)
+            return zn_error(ncclSystemError, ZN_BOOT,
+                            "no network interface matches ZINC_SOCKET_IFNAME=\"%s\" (%s)",
+                            zn_params()->socket_ifname, strerror(-rc));
+        if (addr.sa.sa_family == AF_INET6)
+            addr.in6.sin6_port = 0;
+        else
+            addr.in4.sin_port = 0;
+        ZN_CHECK(zn_boot_root_start(&addr, id.magic, &addr));
+    }
+    memcpy(id.root_addr, &addr, sizeof(addr));
+    memset(out, 0, sizeof(*out));
+    memcpy(out->internal, &id, sizeof(id));
+    return ncclSuccess;
+}

@@ -1,0 +1,288 @@
+/*
+ * The bootstrap root: a thread that serves one rendezvous. It accepts connections from the
+ * ranks, checks each one's magic and HELLO, and when all nranks have arrived sends every rank
+ * the address of its ring successor, then exits.
+ *
+ * It serves all connections from one poll() loop with an incremental frame reader per
+ * connection, so a stray connection that sends nothing, sends garbage or announces a huge
+ * length costs only its own descriptor: it is closed and logged and the root keeps serving.
+ */
+#include "bootstrap.h"
+#include "wire.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct root_conn {
+    int fd;
+    int rank; /* -1 until its HELLO arrived */
+    struct zn_frame_reader rd;
+    union zn_sockaddr listen_addr;
+    char peer[ZN_SOCKADDR_STRLEN];
+};
+
+struct root {
+    int lfd;
+    uint64_t magic;
+    int nranks; /* 0 until the first HELLO */
+    int njoined;
+    struct root_conn *conns;
+    int nconns, cap;
+    int *conn_of_rank;
+    int64_t deadline;
+    char where[ZN_SOCKADDR_STRLEN];
+};
+
+static void conn_close(struct root *r, int i)
+{
+    close(r->conns[i].fd);
+    zn_frame_reader_reset(&r->conns[i].rd);
+    r->conns[i] = r->conns[--r->nconns];
+    /* The moved connection's rank slot must follow it. */
+    if (i < r->nconns && r->conns[i].rank >= 0) r->conn_of_rank[r->conns[i].rank] = i;
+}
+
+/* Send ERROR to every rank that joined, so that each fails with the root's explanation. */
+static void fail_all(struct root *r, ncclResult_t code, const char *msg)
+{
+    zn_warn(ZN_BOOT, "bootstrap root %s: %s", r->where, msg);
+    int32_t c = (int32_t)code;
+    int64_t deadline = zn_now_ns() + 2000000000ll;
+    for (int i = 0; i < r->nconns; i++)
+        if (r->conns[i].rank >= 0)
+            zn_boot_send_frame(r->conns[i].fd, ZN_BOOT_ERROR, r->magic, &c, sizeof(c), msg,
+                               strlen(msg), deadline, NULL);
+}
+
+static void missing_ranks(struct root *r, char *buf, size_t len)
+{
+    size_t o = 0;
+    int shown = 0;
+    buf[0] = 0;
+    for (int k = 0; k < r->nranks && o + 16 < len; k++) {
+        if (r->conn_of_rank[k] >= 0) continue;
+        if (shown++ == 32) {
+            snprintf(buf + o, len - o, ", ...");
+            return;
+        }
+        o += (size_t)snprintf(buf + o, len - o, "%s%d", o ? ", " : "", k);
+    }
+}
+
+static int accept_all(struct root *r)
+{
+    for (;;) {
+        int fd;
+        int rc = zn_sock_try_accept(r->lfd, &fd);
+        if (rc == -EAGAIN) return 0;
+        if (rc) return 0; /* transient accept errors (ECONNABORTED, EMFILE) are not fatal */
+        if (r->nconns == r->cap) {
+            int cap = r->cap ? r->cap * 2 : 64;
+            struct root_conn *c = realloc(r->conns, (size_t)cap * sizeof(*c));
+            if (!c) {
+                close(fd);
+                return -ENOMEM;
+            }
+            r->conns = c;
+            r->cap = cap;
+        }
+        struct root_conn *c = &r->conns[r->nconns++];
+        memset(c, 0, sizeof(*c));
+        c->fd = fd;
+        c->rank = -1;
+        union zn_sockaddr pa;
+        socklen_t plen = sizeof(pa);
+        if (getpeername(fd, &pa.sa, &plen) == 0)
+            zn_sockaddr_str(&pa, c->peer, sizeof(c->peer));
+        else
+            snprintf(c->peer, sizeof(c->peer), "?");
+    }
+}
+
+/* Handle a complete HELLO. Returns 0, or -1 when the whole rendezvous must fail. */
+static int register_rank(struct root *r, int i)
+{
+    struct root_conn *c = &r->conns[i];
+    struct zn_boot_hello h;
+    char msg[512];
+    if (c->rd.hdr.type != ZN_BOOT_HELLO ||
+        zn_boot_hello_decode(c->rd.payload, c->rd.hdr.len, &h, &c->listen_addr) != 0 ||
+        h.kind != ZN_HELLO_ROOT) {
+        zn_warn(ZN_BOOT, "bootstrap root %s: closed connection from %s: malformed HELLO",
+                r->where, c->peer);
+        conn_close(r, i);
+        return 0;
+    }
+    if (r->nranks == 0) {
+        r->nranks = h.nranks;
+        r->conn_of_rank = malloc((size_t)h.nranks * sizeof(int));
+        if (!r->conn_of_rank) return -1;
+        for (int k = 0; k < h.nranks; k++) r->conn_of_rank[k] = -1;
+    }
+    if (h.nranks != r->nranks) {
+        c->rank = h.rank; /* so fail_all tells it too */
+        snprintf(msg, sizeof(msg),
+                 "rank %d (%s) was started with nranks=%d but an earlier rank with nranks=%d",
+                 h.rank, c->peer, h.nranks, r->nranks);
+        fail_all(r, ncclInvalidUsage, msg);
+        return -1;
+    }
+    if (r->conn_of_rank[h.rank] >= 0) {
+        c->rank = h.rank;
+        snprintf(msg, sizeof(msg), "rank %d joined twice (from %s and from %s)", h.rank,
+                 r->conns[r->conn_of_rank[h.rank]].peer, c->peer);
+        fail_all(r, ncclInvalidUsage, msg);
+        return -1;
+    }
+    c->rank = h.rank;
+    r->conn_of_rank[h.rank] = i;
+    r->njoined++;
+    zn_frame_reader_reset(&c->rd);
+    zn_trace(ZN_BOOT, "bootstrap root: rank %d of %d joined from %s", h.rank, h.nranks, c->peer);
+    return 0;
+}
+
+/* Everyone is here: tell each rank its successor's address. */
+static void send_ring_info(struct root *r)
+{
+    int64_t deadline = zn_now_ns() + zn_timeout_ns();
+    for (int k = 0; k < r->nranks; k++) {
+        struct zn_boot_ring_info info;
+        memset(&info, 0, sizeof(info));
+        info.nranks = r->nranks;
+        const struct root_conn *next = &r->conns[r->conn_of_rank[(k + 1) % r->nranks]];
+        memcpy(info.next_addr, &next->listen_addr, sizeof(next->listen_addr));
+        int rc = zn_boot_send_frame(r->conns[r->conn_of_rank[k]].fd, ZN_BOOT_RING_INFO, r->magic,
+                                    &info, sizeof(info), NULL, 0, deadline, NULL);
+        if (rc)
+            zn_warn(ZN_BOOT, "bootstrap root %s: could not answer rank %d: %s", r->where, k,
+                    strerror(-rc));
+    }
+}
+
+/* One readable connection. Returns -1 when the rendezvous must fail. */
+static int serve_conn(struct root *r, int i)
+{
+    struct root_conn *c = &r->conns[i];
+    char msg[512];
+    if (c->rank >= 0) {
+        /* A joined rank sends nothing more; readability means it went away. */
+        char b;
+        size_t n;
+        int rc = zn_sock_recv_some(c->fd, &b, 1, &n);
+        if (rc == 0 && n == 0) return 0;
+        snprintf(msg, sizeof(msg),
+                 "rank %d (%s) disconnected before all %d ranks joined (%d had joined)", c->rank,
+                 c->peer, r->nranks, r->njoined);
+        fail_all(r, ncclRemoteError, msg);
+        return -1;
+    }
+    int rc = zn_frame_reader_step(&c->rd, c->fd, r->magic, ZN_BOOT_HELLO);
+    if (rc == 0) return 0;
+    if (rc == 1) return register_rank(r, i);
+    if (rc == -EBADMSG)
+        zn_warn(ZN_BOOT,
+                "bootstrap root %s: closed connection from %s: it did not present this job's "
+                "magic (another job, or not zinc)",
+                r->where, c->peer);
+    else if (rc != -EPIPE && rc != -ECONNRESET)
+        zn_warn(ZN_BOOT, "bootstrap root %s: closed connection from %s: %s", r->where, c->peer,
+                rc == -EMSGSIZE ? "message length out of bounds" : strerror(-rc));
+    conn_close(r, i);
+    return 0;
+}
+
+static void root_loop(struct root *r)
+{
+    struct pollfd *pfds = NULL;
+    int pcap = 0;
+    while (r->nranks == 0 || r->njoined < r->nranks) {
+        if (zn_now_ns() >= r->deadline) {
+            char missing[256], msg[512];
+            if (r->nranks) {
+                missing_ranks(r, missing, sizeof(missing));
+                snprintf(msg, sizeof(msg),
+                         "only %d of %d ranks joined within ZINC_TIMEOUT=%lld s; missing rank(s): %s",
+                         r->njoined, r->nranks, (long long)(zn_timeout_ns() / 1000000000), missing);
+            } else {
+                snprintf(msg, sizeof(msg), "no rank joined within ZINC_TIMEOUT");
+            }
+            fail_all(r, ncclRemoteError, msg);
+            goto out;
+        }
+        if (pcap < r->nconns + 1) {
+            pcap = (r->nconns + 1) * 2;
+            struct pollfd *p = realloc(pfds, (size_t)pcap * sizeof(*p));
+            if (!p) goto out;
+            pfds = p;
+        }
+        pfds[0] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
+        for (int i = 0; i < r->nconns; i++)
+            pfds[i + 1] = (struct pollfd){.fd = r->conns[i].fd, .events = POLLIN};
+        int nfds = r->nconns + 1;
+        int n = poll(pfds, (nfds_t)nfds, zn_ms_left(r->deadline, 1000));
+        if (n <= 0) continue;
+        /* Walk connections from the end: conn_close moves the last one into the hole. */
+        for (int i = nfds - 2; i >= 0; i--)
+            if (pfds[i + 1].revents && serve_conn(r, i) < 0) goto out;
+        if (pfds[0].revents && accept_all(r) < 0) goto out;
+    }
+    /* Close the listener first so that a later job reusing the address finds it free. */
+    close(r->lfd);
+    r->lfd = -1;
+    send_ring_info(r);
+out:
+    free(pfds);
+}
+
+static void *root_main(void *arg)
+{
+    struct root *r = arg;
+    root_loop(r);
+    if (r->lfd >= 0) close(r->lfd);
+    while (r->nconns) conn_close(r, r->nconns - 1);
+    free(r->conns);
+    free(r->conn_of_rank);
+    free(r);
+    return NULL;
+}
+
+ncclResult_t zn_boot_root_start(const union zn_sockaddr *addr, uint64_t magic,
+                                union zn_sockaddr *bound)
+{
+    struct root *r = calloc(1, sizeof(*r));
+    if (!r) return zn_error(ncclSystemError, ZN_BOOT, "out of memory starting bootstrap root");
+    char want[ZN_SOCKADDR_STRLEN];
+    zn_sockaddr_str(addr, want, sizeof(want));
+    int rc = zn_sock_listen(addr, &r->lfd, bound);
+    if (rc) {
+        free(r);
+        return zn_error(ncclSystemError, ZN_BOOT, "bootstrap root cannot listen on %s: %s%s",
+                        want, strerror(-rc),
+                        rc == -EADDRINUSE ? " (another job uses this ZINC_COMM_ID?)" : "");
+    }
+    r->magic = magic;
+    r->deadline = zn_now_ns() + zn_timeout_ns();
+    zn_sockaddr_str(bound, r->where, sizeof(r->where));
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int err = pthread_create(&t, &attr, root_main, r);
+    pthread_attr_destroy(&attr);
+    if (err) {
+        close(r->lfd);
+        free(r);
+        return zn_error(ncclSystemError, ZN_BOOT, "cannot start bootstrap root thread: %s",
+                        strerror(err));
+    }
+    zn_info(ZN_BOOT, "bootstrap root listening on %s", r->where);
+    return ncclSuccess;
+}

@@ -1,0 +1,103 @@
+/* Bootstrap frame encoding and the bounds-checked decoders (fuzzed by tests/fuzz). */
+#include "wire.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+uint64_t zn_boot_type_max_len(uint32_t type)
+{
+    switch (type) {
+    case ZN_BOOT_HELLO: return sizeof(struct zn_boot_hello);
+    case ZN_BOOT_RING_INFO: return sizeof(struct zn_boot_ring_info);
+    case ZN_BOOT_ERROR:
+    case ZN_BOOT_ABORT: return 4 + ZN_BOOT_MAX_ERROR;
+    case ZN_BOOT_DATA: return 8 + (uint64_t)ZN_BOOT_MAX_DATA;
+    default: return 0;
+    }
+}
+
+int zn_boot_frame_check(const struct zn_boot_frame *f, uint64_t magic, uint32_t want_type,
+                        uint64_t max_len)
+{
+    if (f->magic != magic || f->version != ZN_BOOT_VERSION) return -EBADMSG;
+    uint64_t type_max = zn_boot_type_max_len(f->type);
+    if (type_max == 0) return -EPROTO;
+    /* Errors and aborts may arrive in place of any expected frame. */
+    if (want_type && f->type != want_type && f->type != ZN_BOOT_ERROR && f->type != ZN_BOOT_ABORT)
+        return -EPROTO;
+    if (f->len > type_max || (max_len && f->len > max_len && f->type == want_type))
+        return -EMSGSIZE;
+    return 0;
+}
+
+int zn_boot_hello_decode(const void *payload, size_t len, struct zn_boot_hello *out,
+                         union zn_sockaddr *addr)
+{
+    struct zn_boot_hello h;
+    if (len != sizeof(h)) return -EPROTO;
+    memcpy(&h, payload, sizeof(h));
+    if (h.nranks < 1 || h.rank < 0 || h.rank >= h.nranks) return -EPROTO;
+    if (h.kind < ZN_HELLO_ROOT || h.kind > ZN_HELLO_P2P) return -EPROTO;
+    union zn_sockaddr a;
+    memset(&a, 0, sizeof(a));
+    memcpy(&a, h.addr, sizeof(a));
+    if (a.sa.sa_family != AF_INET && a.sa.sa_family != AF_INET6) return -EPROTO;
+    *out = h;
+    if (addr) *addr = a;
+    return 0;
+}
+
+void zn_boot_hello_encode(struct zn_boot_hello *h, int rank, int nranks, uint32_t kind,
+                          const union zn_sockaddr *addr)
+{
+    memset(h, 0, sizeof(*h));
+    h->rank = rank;
+    h->nranks = nranks;
+    h->kind = kind;
+    if (addr) memcpy(h->addr, addr, sizeof(*addr));
+}
+
+void zn_frame_reader_reset(struct zn_frame_reader *r)
+{
+    free(r->payload);
+    memset(r, 0, sizeof(*r));
+}
+
+int zn_frame_reader_step(struct zn_frame_reader *r, int fd, uint64_t magic, uint32_t want_type)
+{
+    size_t n;
+    int rc;
+    while (r->hdr_got < sizeof(r->hdr)) {
+        rc = zn_sock_recv_some(fd, (char *)&r->hdr + r->hdr_got, sizeof(r->hdr) - r->hdr_got, &n);
+        if (rc) return rc;
+        if (n == 0) return 0;
+        r->hdr_got += n;
+        if (r->hdr_got == sizeof(r->hdr)) {
+            rc = zn_boot_frame_check(&r->hdr, magic, want_type, 0);
+            if (rc) return rc;
+            /* Allocate only after the length passed its bound. */
+            r->payload = malloc(r->hdr.len ? r->hdr.len : 1);
+            if (!r->payload) return -ENOMEM;
+        }
+    }
+    while (r->payload_got < r->hdr.len) {
+        rc = zn_sock_recv_some(fd, r->payload + r->payload_got, r->hdr.len - r->payload_got, &n);
+        if (rc) return rc;
+        if (n == 0) return 0;
+        r->payload_got += n;
+    }
+    return 1;
+}
+
+int zn_boot_send_frame(int fd, uint32_t type, uint64_t magic, const void *p1, size_t n1,
+                       const void *p2, size_t n2, int64_t deadline, const atomic_int *abort_flag)
+{
+    struct zn_boot_frame f = {.type = type, .version = ZN_BOOT_VERSION, .magic = magic,
+                              .len = n1 + n2};
+    int rc = zn_sock_send_all(fd, &f, sizeof(f), deadline, abort_flag);
+    if (!rc && n1) rc = zn_sock_send_all(fd, p1, n1, deadline, abort_flag);
+    if (!rc && n2) rc = zn_sock_send_all(fd, p2, n2, deadline, abort_flag);
+    return rc;
+}

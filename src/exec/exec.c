@@ -1,0 +1,390 @@
+#include "exec.h"
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/param.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void zn_exec_comm_fini(struct zn_exec_comm *cx)
+{
+    free(cx->scratch);
+    cx->scratch = NULL;
+    cx->scratch_size = 0;
+}
+
+void zn_task_release(struct zn_task *t)
+{
+    free(t->round.step);
+    free(t->round.srcs);
+    free(t->reqs);
+    free(t->conns);
+    free(t->tmp);
+    t->round.step = NULL;
+    t->round.srcs = NULL;
+    t->reqs = NULL;
+    t->conns = NULL;
+    t->tmp = NULL;
+}
+
+static ncclResult_t alloc_round(struct zn_task *t, int nranks)
+{
+    int cap = t->kind == ZN_TASK_COLL ? zn_round_step_capacity(nranks) : 1;
+    int scap = t->kind == ZN_TASK_COLL ? zn_round_src_capacity(nranks) : 0;
+    t->round.step = malloc((size_t)cap * sizeof(*t->round.step));
+    t->round.srcs = scap ? malloc((size_t)scap * sizeof(*t->round.srcs)) : NULL;
+    t->reqs = malloc((size_t)cap * sizeof(*t->reqs));
+    t->conns = malloc((size_t)cap * sizeof(*t->conns));
+    if (!t->round.step || (scap && !t->round.srcs) || !t->reqs || !t->conns)
+        return zn_error(ncclSystemError, ZN_COLL, "out of memory for a round of %d steps", cap);
+    t->round.cap = cap;
+    t->round.srcs_cap = scap;
+    return ncclSuccess;
+}
+
+/* PreMulSum (and avg on floating types): scale this rank's input into a temporary first. */
+static ncclResult_t prescale(struct zn_task *t)
+{
+    size_t bytes = zn_coll_send_bytes(&t->a, t->cx->tctx->nranks);
+    if (t->a.coll == ZN_COLL_REDUCE || t->a.coll == ZN_COLL_ALLREDUCE)
+        bytes = t->a.count * t->a.esize;
+    t->tmp = malloc(bytes ? bytes : 1);
+    if (!t->tmp)
+        return zn_error(ncclSystemError, ZN_COLL, "out of memory for %zu bytes of scaled input",
+                        bytes);
+    zn_scale(t->a.dtype, t->tmp, t->a.sendbuf, t->op.scalar, bytes / t->a.esize);
+    t->a.sendbuf = t->tmp;
+    return ncclSuccess;
+}
+
+static ncclResult_t start_coll(struct zn_task *t)
+{
+    struct zn_exec_comm *cx = t->cx;
+    if (t->a.count == 0) {
+        t->done = 1;
+        return ncclSuccess;
+    }
+    if (t->op.premul) ZN_CHECK(prescale(t));
+    const struct zn_algo *algo = zn_algo_select(cx->actx, &t->a, cx->force_algo);
+    if (!algo)
+        return zn_error(ncclInternalError, ZN_COLL, "no algorithm supports %s on %d ranks",
+                        zn_coll_name(t->a.coll), cx->tctx->nranks);
+    size_t need = algo->scratch(cx->actx, &t->a);
+    if (need > cx->scratch_size) {
+        void *s = realloc(cx->scratch, need);
+        if (!s) return zn_error(ncclSystemError, ZN_COLL, "out of memory for %zu bytes", need);
+        cx->scratch = s;
+        cx->scratch_size = need;
+    }
+    ZN_CHECK(alloc_round(t, cx->tctx->nranks));
+    t->plan = (struct zn_plan){.algo = algo, .ctx = cx->actx, .a = t->a, .scratch = cx->scratch,
+                               .scratch_size = need};
+    algo->start(&t->plan);
+    return ncclSuccess;
+}
+
+static ncclResult_t start_p2p(struct zn_task *t)
+{
+    if (t->self_match) {
+        /* Matched with the other half on this rank at group start: a local copy. */
+        if (t->kind == ZN_TASK_RECV) {
+            size_t bytes = t->a.count * t->a.esize;
+            if (bytes && t->a.recvbuf != t->self_match->a.sendbuf)
+                memcpy(t->a.recvbuf, t->self_match->a.sendbuf, bytes);
+        }
+        t->done = 1;
+        return ncclSuccess;
+    }
+    ZN_CHECK(alloc_round(t, 1));
+    struct zn_round *r = &t->round;
+    zn_round_reset(r);
+    size_t bytes = t->a.count * t->a.esize;
+    if (t->kind == ZN_TASK_SEND)
+        zn_round_send(r, t->a.root, t->a.sendbuf, bytes);
+    else
+        zn_round_recv(r, t->a.root, t->a.recvbuf, bytes);
+    t->round_active = 1;
+    return ncclSuccess;
+}
+
+static void finish_coll(struct zn_task *t)
+{
+    const struct zn_coll_args *a = &t->a;
+    int n = t->cx->tctx->nranks, me = t->cx->tctx->rank;
+    if (t->op.post_div && (a->coll != ZN_COLL_REDUCE || me == a->root))
+        zn_divide_int(a->dtype, a->recvbuf, a->recvbuf, n, a->count);
+    t->done = 1;
+}
+
+static ncclResult_t post_round(struct zn_task *t)
+{
+    struct zn_exec_comm *cx = t->cx;
+    int ch = t->kind == ZN_TASK_COLL ? ZN_CH_COLL : ZN_CH_P2P;
+    for (int i = 0; i < t->round.nstep; i++) {
+        struct zn_step *s = &t->round.step[i];
+        if (s->kind != ZN_STEP_SEND && s->kind != ZN_STEP_RECV) continue;
+        ZN_CHECK(zn_conns_get(cx->conns, s->peer, ch, &t->conns[i]));
+        const struct zn_transport_ops *ops = zn_conn_ops(t->conns[i]);
+        if (s->kind == ZN_STEP_SEND)
+            ZN_CHECK(ops->isend(t->conns[i], s->src, s->n, &t->reqs[i]));
+        else
+            ZN_CHECK(ops->irecv(t->conns[i], s->dst, s->n, &t->reqs[i]));
+    }
+    t->posted = 1;
+    return ncclSuccess;
+}
+
+static ncclResult_t mismatch(struct zn_task *t, int peer)
+{
+    char who[128];
+    zn_peer_str(t->cx->tctx, peer, who, sizeof(who));
+    return zn_error(ncclInvalidUsage, ZN_COLL,
+                    "%s is running a different collective call than this rank's %s (count %zu, "
+                    "type %d, root %d): every rank must make the same calls in the same order",
+                    who, zn_coll_name(t->a.coll), t->a.count, (int)t->a.dtype, t->a.root);
+}
+
+/* Check the round's waits. Returns 1 when all are complete. */
+static ncclResult_t round_waits_done(struct zn_task *t, int *all, int *progressed)
+{
+    *all = 1;
+    for (int i = 0; i < t->round.nstep; i++) {
+        struct zn_step *s = &t->round.step[i];
+        if (s->kind == ZN_STEP_SEND || s->kind == ZN_STEP_RECV) {
+            if (t->reqs[i].state == ZN_REQ_DONE) continue;
+            ZN_CHECK(zn_conn_ops(t->conns[i])->progress(t->conns[i], progressed));
+            if (t->reqs[i].state != ZN_REQ_DONE) *all = 0;
+        } else if (s->kind == ZN_STEP_WAIT) {
+            if (s->value == 0) continue;
+            int rc = zn_arena_ready(t->cx->arena, s->peer, s->ctr, s->value, s->sig);
+            if (rc < 0) return mismatch(t, s->peer);
+            if (rc == 0) {
+                *all = 0;
+                continue;
+            }
+            s->value = 0; /* satisfied: do not look again */
+            *progressed = 1;
+        }
+    }
+    return ncclSuccess;
+}
+
+static void run_local(struct zn_task *t)
+{
+    for (int i = 0; i < t->round.nstep; i++) {
+        const struct zn_step *s = &t->round.step[i];
+        switch (s->kind) {
+        case ZN_STEP_COPY: memcpy(s->dst, s->src, s->n); break;
+        case ZN_STEP_REDUCE: zn_reduce_n(t->a.dtype, t->a.op, s->dst, s->srcs, s->nsrc, s->n); break;
+        case ZN_STEP_POST: zn_arena_post(t->cx->arena, s->ctr, s->value, s->sig); break;
+        default: break;
+        }
+    }
+}
+
+/* Advance one task as far as it goes without waiting. */
+static ncclResult_t task_progress(struct zn_task *t, int *progressed)
+{
+    for (;;) {
+        if (!t->round_active) {
+            zn_round_reset(&t->round);
+            if (!t->plan.algo->next(&t->plan, &t->round)) {
+                finish_coll(t);
+                *progressed = 1;
+                return ncclSuccess;
+            }
+            t->round_active = 1;
+            t->posted = 0;
+        }
+        if (!t->posted) {
+            ZN_CHECK(post_round(t));
+            *progressed = 1;
+        }
+        int all;
+        ZN_CHECK(round_waits_done(t, &all, progressed));
+        if (!all) return ncclSuccess;
+        if (t->kind != ZN_TASK_COLL) {
+            t->done = 1;
+            *progressed = 1;
+            return ncclSuccess;
+        }
+        run_local(t);
+        t->round_active = 0;
+        *progressed = 1;
+    }
+}
+
+/* The peer a stalled task waits for (-1 if none is known). */
+static int blocking_peer(const struct zn_task *t)
+{
+    for (int i = 0; t->round_active && i < t->round.nstep; i++) {
+        const struct zn_step *s = &t->round.step[i];
+        if ((s->kind == ZN_STEP_SEND || s->kind == ZN_STEP_RECV) &&
+            t->reqs[i].state != ZN_REQ_DONE)
+            return s->peer;
+        if (s->kind == ZN_STEP_WAIT && s->value != 0) return s->peer;
+    }
+    return -1;
+}
+
+static const char *task_name(const struct zn_task *t)
+{
+    return t->kind == ZN_TASK_SEND ? "Send" : t->kind == ZN_TASK_RECV ? "Recv"
+                                                                      : zn_coll_name(t->a.coll);
+}
+
+/* A task made no progress for a while: find out whether it ever can. */
+static ncclResult_t check_stalled(struct zn_task *t, int64_t now)
+{
+    struct zn_exec_comm *cx = t->cx;
+    char who[128], msg[600];
+    if (cx->arena && zn_arena_aborted(cx->arena, msg, sizeof(msg)))
+        return zn_error(ncclRemoteError, ZN_COLL, "%s failed: %s", task_name(t), msg);
+    int peer = blocking_peer(t);
+    if (peer >= 0 && zn_peer_dead(cx->watch, peer)) {
+        zn_peer_str(cx->tctx, peer, who, sizeof(who));
+        return zn_error(ncclRemoteError, ZN_COLL,
+                        "%s exited or was killed while this rank was in %s", who, task_name(t));
+    }
+    if (now - t->last_progress > zn_timeout_ns()) {
+        if (peer >= 0)
+            zn_peer_str(cx->tctx, peer, who, sizeof(who));
+        else
+            snprintf(who, sizeof(who), "its peers");
+        return zn_error(ncclRemoteError, ZN_COLL,
+                        "%s made no progress for ZINC_TIMEOUT=%lld s waiting for %s", task_name(t),
+                        (long long)(zn_timeout_ns() / 1000000000), who);
+    }
+    return ncclSuccess;
+}
+
+/* Pair sends to self with receives from self on the same communicator, in call order. */
+static ncclResult_t match_self(struct zn_task **tasks, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct zn_task *s = tasks[i];
+        if (s->kind != ZN_TASK_SEND || s->a.root != s->cx->tctx->rank) continue;
+        for (int j = 0; j < n && !s->self_match; j++) {
+            struct zn_task *r = tasks[j];
+            if (r->kind == ZN_TASK_RECV && r->cx == s->cx && r->a.root == r->cx->tctx->rank &&
+                !r->self_match) {
+                if (r->a.count * r->a.esize != s->a.count * s->a.esize)
+                    return zn_error(ncclInvalidUsage, ZN_COLL,
+                                    "send to self of %zu bytes but receive from self of %zu "
+                                    "bytes in the same group",
+                                    s->a.count * s->a.esize, r->a.count * r->a.esize);
+                s->self_match = r;
+                r->self_match = s;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        struct zn_task *t = tasks[i];
+        if (t->kind != ZN_TASK_COLL && t->a.root == t->cx->tctx->rank && !t->self_match)
+            return zn_error(ncclInvalidUsage, ZN_COLL,
+                            "ncclSend/ncclRecv to self without the matching ncclRecv/ncclSend "
+                            "to self in the same group");
+    }
+    return ncclSuccess;
+}
+
+/* How long a waiting thread spins before it yields: yielding at once when ranks outnumber
+ * cores, since the rank we wait for may need our core. */
+static int spin_limit(const struct zn_task *t)
+{
+    int64_t p = zn_params()->spin;
+    if (p >= 0) return (int)p;
+    static long ncpu;
+    if (!ncpu) ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+    return t->cx->nlocal > ncpu ? 0 : 20000;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static ncclResult_t fail_task(struct zn_task *t, ncclResult_t err)
+{
+    t->err = err;
+    if (t->cx->arena && err != ncclInvalidArgument) {
+        char msg[700];
+        snprintf(msg, sizeof(msg), "rank %d: %s", t->cx->tctx->rank, zn_last_error());
+        zn_arena_set_abort(t->cx->arena, err, msg);
+    }
+    return err;
+}
+
+ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
+{
+    ZN_CHECK(match_self(tasks, n));
+    int64_t now = zn_now_ns(), idle_since = now, last_check = now;
+    int remaining = n, spins = 0, spin = n ? spin_limit(tasks[0]) : 0;
+    for (int i = 0; i < n; i++) tasks[i]->last_progress = now;
+    while (remaining > 0) {
+        int any = 0;
+        for (int i = 0; i < n; i++) {
+            struct zn_task *t = tasks[i];
+            if (t->done || (t->dep && !t->dep->done)) continue;
+            if (atomic_load_explicit(t->cx->abort_flag, memory_order_relaxed))
+                return fail_task(t, zn_error(ncclInvalidUsage, ZN_COLL,
+                                             "%s interrupted: the communicator was aborted "
+                                             "(ncclCommAbort)",
+                                             task_name(t)));
+            int progressed = 0;
+            ncclResult_t res = ncclSuccess;
+            if (!t->started) {
+                t->started = 1;
+                t->last_progress = zn_now_ns();
+                res = t->kind == ZN_TASK_COLL ? start_coll(t) : start_p2p(t);
+                progressed = 1;
+            }
+            if (res == ncclSuccess && !t->done) res = task_progress(t, &progressed);
+            if (res != ncclSuccess) return fail_task(t, res);
+            if (progressed) {
+                any = 1;
+                t->last_progress = 0; /* stamped below, once per pass */
+            }
+            if (t->done) remaining--;
+        }
+        if (any) {
+            now = zn_now_ns();
+            for (int i = 0; i < n; i++)
+                if (!tasks[i]->last_progress) tasks[i]->last_progress = now;
+            idle_since = now;
+            spins = 0;
+            continue;
+        }
+        if (spins++ < spin) {
+            cpu_relax();
+            continue;
+        }
+        now = zn_now_ns();
+        /* Liveness and deadline checks cost a system call each: once a millisecond is enough. */
+        if (now - last_check > 1000000) {
+            last_check = now;
+            for (int i = 0; i < n; i++) {
+                struct zn_task *t = tasks[i];
+                if (t->done || !t->started) continue;
+                ncclResult_t res = check_stalled(t, now);
+                if (res != ncclSuccess) return fail_task(t, res);
+            }
+        }
+        if (now - idle_since < 2000000) {
+            sched_yield();
+        } else {
+            /* A long wait (a slow peer): stop burning the core. */
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return ncclSuccess;
+}

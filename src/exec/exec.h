@@ -1,0 +1,75 @@
+/*
+ * The host executor: runs the tasks of a group (collectives and point-to-point operations, on
+ * one or several communicators) to completion on the calling thread.
+ *
+ * Each collective task is an algorithm's plan (algo.h): the executor fetches a round, posts its
+ * sends and receives on the transports, checks its arena waits, and once everything of the
+ * round is complete runs its local work. All tasks advance together, round-robin, so sends and
+ * receives in one group never deadlock on each other; collectives on the same communicator
+ * run in call order (each depends on the previous one).
+ *
+ * Reliability lives here, once for every algorithm and transport: the abort flag, the
+ * ZINC_TIMEOUT no-progress deadline (the error names the peer being waited for), and liveness
+ * of same-host peers (a dead peer is reported by rank, host and pid at once).
+ */
+#ifndef ZN_EXEC_H
+#define ZN_EXEC_H
+
+#include "algo/algo.h"
+#include "transport/conns.h"
+#include "transport/peer.h"
+#include "transport/shm_arena.h"
+
+/* The executor's view of a communicator (owned by the api layer). */
+struct zn_exec_comm {
+    const struct zn_tctx *tctx;
+    struct zn_conns *conns;
+    struct zn_arena *arena; /* NULL unless all ranks are on this host */
+    struct zn_peer_watch *watch;
+    const struct zn_algo_ctx *actx;
+    const atomic_int *abort_flag;
+    const char *force_algo; /* ZINC_ALGO or NULL */
+    int nlocal;             /* ranks of this communicator on this host (spin policy) */
+    void *scratch;          /* grown on demand, freed by zn_exec_comm_fini */
+    size_t scratch_size;
+};
+void zn_exec_comm_fini(struct zn_exec_comm *cx);
+
+enum zn_task_kind { ZN_TASK_COLL, ZN_TASK_SEND, ZN_TASK_RECV };
+
+/* How the user's op maps onto the algorithms' plain reductions. */
+struct zn_op_desc {
+    enum zn_red red;
+    int premul;         /* multiply each rank's input by *scalar first (PreMulSum, float avg) */
+    uint64_t scalar[1]; /* one element of the call's type, when premul */
+    int post_div;       /* integer ncclAvg: divide the result by nranks at the end */
+};
+
+struct zn_task {
+    enum zn_task_kind kind;
+    struct zn_exec_comm *cx;
+    struct zn_coll_args a; /* for SEND/RECV: sendbuf/recvbuf, count, dtype, root = peer */
+    struct zn_op_desc op;
+    struct zn_task *dep; /* must complete before this one starts */
+
+    /* executor state */
+    int started, done;
+    ncclResult_t err;
+    struct zn_plan plan;
+    struct zn_round round;
+    int round_active, posted;
+    struct zn_req *reqs;    /* one per step of the round */
+    struct zn_conn **conns; /* the connection of each SEND/RECV step */
+    void *tmp;              /* pre-scaled input for premul */
+    struct zn_task *self_match; /* send/recv to self: the matching task */
+    int64_t last_progress;
+};
+
+/* Run tasks to completion. On error, returns the first error; every task that did not finish
+ * has done == 0 and the comms they belong to must be treated as failed. */
+ncclResult_t zn_exec_run(struct zn_task **tasks, int ntasks);
+
+/* Free what the executor attached to a task. */
+void zn_task_release(struct zn_task *t);
+
+#endif

@@ -1,0 +1,88 @@
+/*
+ * The shared-memory arena of a communicator whose ranks all share one host: one segment with a
+ * control block and a data slot per rank. The shm_* algorithms move data with plain loads and
+ * stores through the slots and synchronise with monotonically increasing counters -- no
+ * system call on the data path.
+ *
+ * Segment layout (version ZN_ARENA_VERSION):
+ *
+ *   +----------------------------------------------------------------+
+ *   | header: version, nranks, nbuf, buf_size, abort word + message |  4 KB
+ *   +----------------------------------------------------------------+
+ *   | control of rank 0: counter lines READY, OUT, DONE (value, sig) |  one 64 B
+ *   | control of rank 1 ...                                          |  line each
+ *   +----------------------------------------------------------------+
+ *   | slot of rank 0: nbuf buffers of buf_size bytes                 |
+ *   | slot of rank 1 ...                                             |
+ *   +----------------------------------------------------------------+
+ *
+ * Work is cut into windows numbered 1, 2, 3... identically on every rank; window s uses buffer
+ * s % nbuf of each slot. A counter holds the last window its rank finished a phase of, and the
+ * signature of that call (collective, count, type, op, root), so ranks that made different
+ * calls are caught instead of exchanging garbage.
+ */
+#ifndef ZN_TRANSPORT_SHM_ARENA_H
+#define ZN_TRANSPORT_SHM_ARENA_H
+
+#include "transport.h"
+#include "util/shm.h"
+
+#include <stdatomic.h>
+
+#define ZN_ARENA_VERSION 1
+
+enum zn_arena_ctr { ZN_ARENA_READY = 0, ZN_ARENA_OUT = 1, ZN_ARENA_DONE = 2, ZN_ARENA_NCTR = 3 };
+
+struct zn_arena_line {
+    _Alignas(64) atomic_uint_least64_t value;
+    atomic_uint_least64_t sig;
+};
+
+struct zn_arena_hdr;
+
+struct zn_arena {
+    struct zn_shm_seg seg;
+    struct zn_arena_hdr *hdr;
+    int nranks, rank;
+    int nbuf;
+    size_t buf_size;
+    struct zn_arena_line *ctrl; /* nranks * ZN_ARENA_NCTR lines */
+    uint8_t *slots;             /* nranks * nbuf * buf_size bytes */
+    uint64_t seq;               /* last window number handed out */
+};
+
+/* Collective over the communicator (every rank on one host): rank 0 creates the segment, the
+ * others map it. Blocks until mapped or the deadline. */
+ncclResult_t zn_arena_create(const struct zn_tctx *ctx, size_t slot_size, struct zn_arena **out);
+void zn_arena_destroy(struct zn_arena *a);
+
+static inline void *zn_arena_buf(const struct zn_arena *a, int rank, uint64_t seq)
+{
+    return a->slots + ((size_t)rank * (size_t)a->nbuf + seq % (uint64_t)a->nbuf) * a->buf_size;
+}
+
+static inline void zn_arena_post(struct zn_arena *a, int ctr, uint64_t value, uint64_t sig)
+{
+    struct zn_arena_line *l = &a->ctrl[a->rank * ZN_ARENA_NCTR + ctr];
+    atomic_store_explicit(&l->sig, sig, memory_order_relaxed);
+    atomic_store_explicit(&l->value, value, memory_order_release);
+}
+
+/* 1: rank's counter reached value; 0: not yet; -1: it is exactly value but with another
+ * signature (the ranks made different calls). */
+static inline int zn_arena_ready(const struct zn_arena *a, int rank, int ctr, uint64_t value,
+                                 uint64_t sig)
+{
+    struct zn_arena_line *l = &a->ctrl[rank * ZN_ARENA_NCTR + ctr];
+    uint64_t v = atomic_load_explicit(&l->value, memory_order_acquire);
+    if (v < value) return 0;
+    if (v == value && sig && atomic_load_explicit(&l->sig, memory_order_relaxed) != sig) return -1;
+    return 1;
+}
+
+/* Publish that this rank failed (or aborted) so that ranks waiting on it fail at once. */
+void zn_arena_set_abort(struct zn_arena *a, ncclResult_t code, const char *msg);
+/* Non-zero (the ncclResult_t) if some rank published a failure; msg gets its text. */
+int zn_arena_aborted(const struct zn_arena *a, char *msg, size_t len);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * Every parameter zinc reads, in one list: field, type, ZINC_ name, NCCL_ fallback name (or
+ * NULL), default, documentation. Values come from the environment, then from the file named
+ * by ZINC_CONF_FILE (default ~/.zinc.conf), then the default. `zinc-info` prints this table.
+ *
+ * Only the util layer parses them; every layer reads the typed values through zn_params().
+ */
+/* clang-format off */
+ZN_PARAM(debug,         STR,  "ZINC_DEBUG",         "NCCL_DEBUG",         "WARN",
+         "log level: NONE, VERSION, WARN, INFO or TRACE")
+ZN_PARAM(debug_subsys,  STR,  "ZINC_DEBUG_SUBSYS",  "NCCL_DEBUG_SUBSYS",  "ALL",
+         "subsystems to log: INIT,BOOT,NET,SHM,P2P,PROXY,COLL,TUNE,ENV,ALLOC,CALL,GRAPH or ALL; a leading ^ excludes")
+ZN_PARAM(debug_file,    STR,  "ZINC_DEBUG_FILE",    "NCCL_DEBUG_FILE",    "",
+         "write the log to this file instead of stderr; %h is the host name, %p the pid")
+ZN_PARAM(timeout,       INT,  "ZINC_TIMEOUT",       NULL,                 "600",
+         "seconds any wait (init, collective, finalize) may go without progress before it fails")
+ZN_PARAM(comm_id,       STR,  "ZINC_COMM_ID",       "NCCL_COMM_ID",       "",
+         "host:port of the bootstrap root; rank 0 hosts it and ncclGetUniqueId returns the same id on every rank")
+ZN_PARAM(socket_ifname, STR,  "ZINC_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "",
+         "interfaces to use: prefixes separated by commas; ^ excludes, = matches exactly; default: any but lo and docker*")
+ZN_PARAM(socket_family, STR,  "ZINC_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",
+         "AF_INET or AF_INET6 to restrict the address family; default: IPv4 first, then IPv6")
+ZN_PARAM(socket_nsocks, INT,  "ZINC_SOCKET_NSOCKS", "NCCL_NSOCKS_PERTHREAD", "1",
+         "TCP connections per peer that large messages are striped over (1-8)")
+ZN_PARAM(socket_bufsize, SIZE, "ZINC_SOCKET_BUFSIZE", NULL,               "4M",
+         "SO_SNDBUF/SO_RCVBUF asked for on data sockets (0: leave the kernel's default)")
+ZN_PARAM(shm_disable,   BOOL, "ZINC_SHM_DISABLE",   "NCCL_SHM_DISABLE",   "0",
+         "1: ranks on the same host talk over sockets instead of shared memory")
+ZN_PARAM(transport,     STR,  "ZINC_TRANSPORT",     NULL,                 "auto",
+         "auto (shm within a host, socket between hosts) or socket (sockets everywhere)")
+ZN_PARAM(hostid,        STR,  "ZINC_HOSTID",        "NCCL_HOSTID",        "",
+         "override the host identity; ranks with equal ids are on one host (default: host name, boot id, network namespace)")
+ZN_PARAM(device,        STR,  "ZINC_DEVICE",        NULL,                 "auto",
+         "communicator kind: auto (cuda when the thread has a usable GPU), host or cuda")
+ZN_PARAM(algo,          STR,  "ZINC_ALGO",          NULL,                 "",
+         "force an algorithm by name (see zinc-info); default: the cost model picks per call")
+ZN_PARAM(proto,         STR,  "ZINC_PROTO",         NULL,                 "",
+         "force a GPU protocol: LL or SIMPLE; default: the cost model picks")
+ZN_PARAM(shm_slot_size, SIZE, "ZINC_SHM_SLOT_SIZE", NULL,                 "1M",
+         "bytes of each rank's slot in the shared-memory arena of a host communicator")
+ZN_PARAM(shm_fifo_size, SIZE, "ZINC_SHM_FIFO_SIZE", NULL,                 "1M",
+         "bytes of each direction of a shared-memory point-to-point connection")
+ZN_PARAM(chunk_size,    SIZE, "ZINC_CHUNK_SIZE",    NULL,                 "512K",
+         "pipelining chunk of the point-to-point algorithms (ring) on host memory")
+ZN_PARAM(spin,          INT,  "ZINC_SPIN",          NULL,                 "-1",
+         "polls before a waiting thread yields the CPU; -1: chosen from the cores and local ranks")
+ZN_PARAM(conf_file,     STR,  "ZINC_CONF_FILE",     NULL,                 "",
+         "parameter file (NAME=VALUE lines); default ~/.zinc.conf")
+ZN_PARAM(p2p_disable,   BOOL, "ZINC_P2P_DISABLE",   "NCCL_P2P_DISABLE",   "0",
+         "1: GPUs do not access each other's memory; data is staged through host memory")
+/* clang-format on */

@@ -1,0 +1,4 @@
+/* The C++ collector over the reference NCCL header (ZA_HEADER, an absolute path). */
+#include ZA_HEADER
+
+#include "facts_cxx.h"

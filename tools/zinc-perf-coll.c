@@ -1,0 +1,269 @@
+/*
+ * zinc-perf: the collective table. Each row says how big the buffers are for a size, how the
+ * bandwidth is computed, how to issue the call and where each output element comes from;
+ * the sweep, fill and check code is the same for all of them.
+ *
+ * Sizes, in-place layouts and bandwidth follow nccl-tests (2.28 era, src/<coll>.cu):
+ *   - the size of a row is the larger of the send and receive buffers, in bytes;
+ *   - collectives whose buffers are cut into nranks blocks round each block down to a
+ *     multiple of 16 bytes, so small sizes run with count 0;
+ *   - algbw = bytes / time, where bytes is count * typesize, times nranks for the split
+ *     collectives; busbw = algbw * 2(n-1)/n for allreduce, (n-1)/n for allgather,
+ *     reducescatter, alltoall, gather and scatter, and 1 for broadcast, reduce and sendrecv.
+ */
+#include <ctype.h>
+#include <string.h>
+
+#include "zinc-perf.h"
+
+/* Leaves the current run function on failure, naming the call for the caller's message.
+ * ncclInProgress is not a failure: completion is waited for through ncclCommGetAsyncError. */
+#define TRY(call)                                        \
+    do {                                                 \
+        ncclResult_t r_ = (call);                        \
+        if (r_ != ncclSuccess && r_ != ncclInProgress) { \
+            *fn = #call;                                 \
+            return r_;                                   \
+        }                                                \
+    } while (0)
+
+static ncclResult_t run_all_reduce(const struct zp_call *c, const char **fn)
+{
+    TRY(ncclAllReduce(c->send, c->recv, c->count, c->type, c->op, c->comm, c->stream));
+    return ncclSuccess;
+}
+
+static ncclResult_t run_all_gather(const struct zp_call *c, const char **fn)
+{
+    TRY(ncclAllGather(c->send, c->recv, c->count, c->type, c->comm, c->stream));
+    return ncclSuccess;
+}
+
+static ncclResult_t run_reduce_scatter(const struct zp_call *c, const char **fn)
+{
+    TRY(ncclReduceScatter(c->send, c->recv, c->count, c->type, c->op, c->comm, c->stream));
+    return ncclSuccess;
+}
+
+static ncclResult_t run_broadcast(const struct zp_call *c, const char **fn)
+{
+    TRY(ncclBroadcast(c->send, c->recv, c->count, c->type, c->root, c->comm, c->stream));
+    return ncclSuccess;
+}
+
+static ncclResult_t run_reduce(const struct zp_call *c, const char **fn)
+{
+    TRY(ncclReduce(c->send, c->recv, c->count, c->type, c->op, c->root, c->comm, c->stream));
+    return ncclSuccess;
+}
+
+static ncclResult_t run_alltoall(const struct zp_call *c, const char **fn)
+{
+    TRY(ncclAlltoAll(c->send, c->recv, c->count, c->type, c->comm, c->stream));
+    return ncclSuccess;
+}
+
+static ncclResult_t run_gather(const struct zp_call *c, const char **fn)
+{
+    TRY(ncclGather(c->send, c->recv, c->count, c->type, c->root, c->comm, c->stream));
+    return ncclSuccess;
+}
+
+static ncclResult_t run_scatter(const struct zp_call *c, const char **fn)
+{
+    TRY(ncclScatter(c->send, c->recv, c->count, c->type, c->root, c->comm, c->stream));
+    return ncclSuccess;
+}
+
+/* A ring shift: send to the next rank, receive from the previous one, in one group so that
+ * both progress together (nccl-tests' sendrecv). */
+static ncclResult_t run_sendrecv(const struct zp_call *c, const char **fn)
+{
+    int next = (c->rank + 1) % c->nranks, prev = (c->rank - 1 + c->nranks) % c->nranks;
+    TRY(ncclGroupStart());
+    TRY(ncclSend(c->send, c->count, c->type, next, c->comm, c->stream));
+    TRY(ncclRecv(c->recv, c->count, c->type, prev, c->comm, c->stream));
+    TRY(ncclGroupEnd());
+    return ncclSuccess;
+}
+
+static enum zp_src src_all_reduce(int rank, int n, int root, size_t count, size_t p, int *sr,
+                                  size_t *si)
+{
+    *si = p;
+    return ZP_SRC_REDUCE;
+}
+
+static enum zp_src src_all_gather(int rank, int n, int root, size_t count, size_t p, int *sr,
+                                  size_t *si)
+{
+    *sr = (int)(p / count);
+    *si = p % count;
+    return ZP_SRC_COPY;
+}
+
+static enum zp_src src_reduce_scatter(int rank, int n, int root, size_t count, size_t p, int *sr,
+                                      size_t *si)
+{
+    *si = (size_t)rank * count + p;
+    return ZP_SRC_REDUCE;
+}
+
+static enum zp_src src_broadcast(int rank, int n, int root, size_t count, size_t p, int *sr,
+                                 size_t *si)
+{
+    *sr = root;
+    *si = p;
+    return ZP_SRC_COPY;
+}
+
+/* The receive buffer of a non-root rank is not the library's to write. */
+static enum zp_src src_reduce(int rank, int n, int root, size_t count, size_t p, int *sr,
+                              size_t *si)
+{
+    *si = p;
+    return rank == root ? ZP_SRC_REDUCE : ZP_SRC_KEEP;
+}
+
+static enum zp_src src_alltoall(int rank, int n, int root, size_t count, size_t p, int *sr,
+                                size_t *si)
+{
+    *sr = (int)(p / count);
+    *si = (size_t)rank * count + p % count;
+    return ZP_SRC_COPY;
+}
+
+static enum zp_src src_gather(int rank, int n, int root, size_t count, size_t p, int *sr,
+                              size_t *si)
+{
+    *sr = (int)(p / count);
+    *si = p % count;
+    return rank == root ? ZP_SRC_COPY : ZP_SRC_KEEP;
+}
+
+static enum zp_src src_scatter(int rank, int n, int root, size_t count, size_t p, int *sr,
+                               size_t *si)
+{
+    *sr = root;
+    *si = (size_t)rank * count + p;
+    return ZP_SRC_COPY;
+}
+
+static enum zp_src src_sendrecv(int rank, int n, int root, size_t count, size_t p, int *sr,
+                                size_t *si)
+{
+    *sr = (rank - 1 + n) % n;
+    *si = p;
+    return ZP_SRC_COPY;
+}
+
+const struct zp_coll zp_colls[] = {
+    { .name = "all_reduce",
+      .has_op = 1,
+      .ip_checked = 1,
+      .bus = ZP_BUS_ALLREDUCE,
+      .run = run_all_reduce,
+      .source = src_all_reduce },
+    { .name = "all_gather",
+      .split = 1,
+      .recv_all = 1,
+      .send_ip = 1,
+      .ip_checked = 1,
+      .bus = ZP_BUS_RING,
+      .run = run_all_gather,
+      .source = src_all_gather },
+    { .name = "reduce_scatter",
+      .has_op = 1,
+      .split = 1,
+      .send_all = 1,
+      .recv_ip = 1,
+      .ip_checked = 1,
+      .bus = ZP_BUS_RING,
+      .run = run_reduce_scatter,
+      .source = src_reduce_scatter },
+    { .name = "broadcast",
+      .has_root = 1,
+      .ip_checked = 1,
+      .bus = ZP_BUS_ONE,
+      .run = run_broadcast,
+      .source = src_broadcast },
+    { .name = "reduce",
+      .has_op = 1,
+      .has_root = 1,
+      .ip_checked = 1,
+      .bus = ZP_BUS_ONE,
+      .run = run_reduce,
+      .source = src_reduce },
+    { .name = "alltoall",
+      .split = 1,
+      .send_all = 1,
+      .recv_all = 1,
+      .bus = ZP_BUS_RING,
+      .run = run_alltoall,
+      .source = src_alltoall },
+    { .name = "sendrecv", .bus = ZP_BUS_ONE, .run = run_sendrecv, .source = src_sendrecv },
+    { .name = "gather",
+      .has_root = 1,
+      .split = 1,
+      .recv_all = 1,
+      .send_ip = 1,
+      .ip_checked = 1,
+      .bus = ZP_BUS_RING,
+      .run = run_gather,
+      .source = src_gather },
+    { .name = "scatter",
+      .has_root = 1,
+      .split = 1,
+      .send_all = 1,
+      .recv_ip = 1,
+      .ip_checked = 1,
+      .bus = ZP_BUS_RING,
+      .run = run_scatter,
+      .source = src_scatter },
+};
+const int zp_ncolls = sizeof(zp_colls) / sizeof(zp_colls[0]);
+
+/* Lower case without underscores and without a trailing "_perf": "AllReduce", "all_reduce"
+ * and "all_reduce_perf" all become "allreduce". */
+static void squash(const char *in, char *out, size_t len)
+{
+    size_t n = 0, l = strlen(in);
+    if (l > 5 && strcmp(in + l - 5, "_perf") == 0) l -= 5;
+    for (size_t i = 0; i < l && n + 1 < len; i++)
+        if (in[i] != '_') out[n++] = (char)tolower((unsigned char)in[i]);
+    out[n] = '\0';
+}
+
+const struct zp_coll *zp_coll_find(const char *name)
+{
+    char want[64], have[64];
+    squash(name, want, sizeof(want));
+    for (int i = 0; i < zp_ncolls; i++) {
+        squash(zp_colls[i].name, have, sizeof(have));
+        if (strcmp(want, have) == 0) return &zp_colls[i];
+    }
+    return NULL;
+}
+
+void zp_sizes_get(const struct zp_coll *c, size_t bytes, int typesize, int nranks,
+                  struct zp_sizes *sz)
+{
+    size_t count = bytes / (size_t)typesize, n = (size_t)nranks;
+    size_t block = c->split ? (count / n) & ~(size_t)(16 / typesize - 1) : count;
+    sz->count = block;
+    sz->sendcount = c->send_all ? block * n : block;
+    sz->recvcount = c->recv_all ? block * n : block;
+    sz->send_ip = c->send_ip ? block : 0;
+    sz->recv_ip = c->recv_ip ? block : 0;
+}
+
+void zp_bandwidth(const struct zp_coll *c, const struct zp_sizes *sz, int typesize, int nranks,
+                  double sec, double *algbw, double *busbw)
+{
+    double bytes = (double)sz->count * typesize * (c->split ? nranks : 1);
+    double factor = 1;
+    if (c->bus == ZP_BUS_RING) factor = (double)(nranks - 1) / nranks;
+    if (c->bus == ZP_BUS_ALLREDUCE) factor = 2.0 * (nranks - 1) / nranks;
+    *algbw = bytes / 1.0e9 / sec;
+    *busbw = *algbw * factor;
+}
