@@ -14,13 +14,14 @@
  * peers for all of them, and tests/algo can run every algorithm for many ranks inside one
  * process (a simulator matches the sends and receives).
  *
- * Every algorithm is a `static const struct zn_algo` in a registry (registry.c) with name,
- * supports(), cost() (microseconds, the cost model), scratch(), start() and next().
+ * Every algorithm is a `const struct zn_algo zn_algo_<name>` listed in the registry
+ * (registry.c) with name, supports(), cost() (microseconds, the cost model), scratch(), start()
+ * and next().
  */
 #ifndef ZN_ALGO_H
 #define ZN_ALGO_H
 
-#include "exec/reduce.h"
+#include "util/redop.h"
 #include "nccl.h"
 
 #include <stddef.h>
@@ -96,7 +97,9 @@ struct zn_round {
     int nsrcs, srcs_cap;
 };
 
-/* Round builders: they never fail, the executor sizes rounds with zn_round_capacity(). */
+/* Round builders: they never fail; the executor sizes rounds with zn_round_step_capacity()
+ * and zn_round_src_capacity(). Steps carry no channel: a collective's steps all travel on the
+ * collective channel (user send/recv use the other one). */
 void zn_round_reset(struct zn_round *r);
 void zn_round_send(struct zn_round *r, int peer, const void *buf, size_t bytes);
 void zn_round_recv(struct zn_round *r, int peer, void *buf, size_t bytes);
@@ -143,10 +146,6 @@ const struct zn_algo *zn_algo_find(const char *name);
  * algorithm supports the call (a bug). */
 const struct zn_algo *zn_algo_select(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a,
                                      const char *forced);
-
-/* Total bytes of the user's input and output vectors of this rank. */
-size_t zn_coll_send_bytes(const struct zn_coll_args *a, int nranks);
-size_t zn_coll_recv_bytes(const struct zn_coll_args *a, int nranks);
 
 /* Cost model constants (microseconds and bytes per microsecond), shared by the algorithms. */
 struct zn_cost_params {

@@ -55,27 +55,6 @@ const struct zn_algo *zn_algo_find(const char *name)
     return NULL;
 }
 
-size_t zn_coll_send_bytes(const struct zn_coll_args *a, int nranks)
-{
-    size_t b = a->count * a->esize;
-    switch (a->coll) {
-    case ZN_COLL_REDUCESCATTER:
-    case ZN_COLL_ALLTOALL: return b * (size_t)nranks;
-    default: return b;
-    }
-}
-
-size_t zn_coll_recv_bytes(const struct zn_coll_args *a, int nranks)
-{
-    size_t b = a->count * a->esize;
-    switch (a->coll) {
-    case ZN_COLL_ALLGATHER:
-    case ZN_COLL_ALLTOALL:
-    case ZN_COLL_GATHER: return b * (size_t)nranks;
-    default: return b;
-    }
-}
-
 double zn_cost_msg(const struct zn_algo_ctx *ctx, size_t bytes)
 {
     if (ctx->nhosts == 1 && ctx->shm_transport)

@@ -100,7 +100,7 @@ static void ring_start(struct zn_plan *p)
     if (p->a.coll == ZN_COLL_REDUCE) p->st[ST_D] = zn_p2p_mod(ctx->ring_pos - root_pos - 1, n);
 }
 
-/* Advance (piece, step) over nsteps steps per piece; 0 when every piece is done. */
+/* Moves to the next (piece, step), nsteps steps per piece; returns 1 (a round was built). */
 static int advance(struct zn_plan *p, int nsteps)
 {
     if (++p->st[ST_S] == nsteps) {
@@ -232,7 +232,8 @@ static int reduce_round(struct zn_plan *p, struct zn_round *r)
     int first = e == 0, root = e == n - 1;
     if (i >= (first || root ? k : k + 1)) return 0;
     int next = zn_p2p_ring_at(ctx, pos + 1), prev = zn_p2p_ring_at(ctx, pos - 1);
-    char *buf[2] = { p->scratch, (char *)p->scratch + piece };
+    /* Only middle ranks have two buffers (the first rank has no scratch at all). */
+    char *buf[2] = { p->scratch, first || root ? NULL : (char *)p->scratch + piece };
     size_t len = zn_p2p_piece_len(a->count, i, ce);
     if (first) {
         zn_p2p_send(r, next, zn_p2p_at(a->sendbuf, i * ce, es), len * es);

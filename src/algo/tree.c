@@ -108,11 +108,11 @@ static int reduce_next(struct zn_plan *p, struct zn_round *r)
     int m = 1 << p->st[ST_I];
     if (m > low_bit(v, n)) return 0;
     char *acc = v == 0 ? a->recvbuf : p->scratch;
-    char *in = v == 0 ? p->scratch : (char *)p->scratch + bytes;
     int first = p->st[ST_NRECV] == 0;
     p->st[ST_I]++;
     if (m < low_bit(v, n)) {
         if (v + m >= n) return reduce_next(p, r); /* no such child, nor any larger one */
+        char *in = v == 0 ? p->scratch : (char *)p->scratch + bytes;
         zn_p2p_recv(r, peer_of(p, v + m), in, bytes);
         zn_round_reduce2(r, acc, first ? a->sendbuf : acc, in, a->count);
         p->st[ST_NRECV]++;

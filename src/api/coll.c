@@ -3,6 +3,7 @@
  * and its value, and leaves the communicator usable), op mapping, then the group machinery.
  */
 #include "group.h"
+#include "exec/reduce.h"
 #include "util/param.h"
 
 #include <stdint.h>

@@ -97,7 +97,7 @@ ZN_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int *de
         return zn_error(ncclInvalidArgument, ZN_INIT, "ncclCommInitAll: invalid comms %p / ndev %d",
                         (void *)comms, ndev);
     ncclUniqueId id;
-    ZN_CHECK(zn_boot_get_unique_id(&id));
+    ZN_CHECK(zn_boot_get_private_id(&id));
     ZN_CHECK(ncclGroupStart());
     ncclResult_t res = ncclSuccess;
     for (int i = 0; i < ndev && res == ncclSuccess; i++)

@@ -1,5 +1,6 @@
 /* Version, error strings, last error, reduction ops, memory and registration entry points. */
 #include "group.h"
+#include "exec/reduce.h"
 #include "util/param.h"
 #include "zinc.h"
 

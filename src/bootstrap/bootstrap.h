@@ -42,6 +42,9 @@ struct zn_boot_listener {
  * (the same on every rank); otherwise a root thread is started in this process on an
  * ephemeral port and a random magic is drawn. */
 ncclResult_t zn_boot_get_unique_id(ncclUniqueId *out);
+/* A unique id served by a new root in this process, whatever ZINC_COMM_ID says (for
+ * communicators private to the process, such as ncclCommInitAll's). */
+ncclResult_t zn_boot_get_private_id(ncclUniqueId *out);
 
 /* Join the communicator described by id. Blocks until all ranks joined or the deadline. */
 ncclResult_t zn_boot_init(const ncclUniqueId *id, int rank, int nranks,

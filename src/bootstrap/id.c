@@ -17,12 +17,12 @@ static uint64_t fnv1a(const char *s)
     return h;
 }
 
-ncclResult_t zn_boot_get_unique_id(ncclUniqueId *out)
+static ncclResult_t make_id(ncclUniqueId *out, int use_env)
 {
     struct zn_unique_id id;
     memset(&id, 0, sizeof(id));
     id.version = ZN_ID_VERSION;
-    const char *env = zn_params()->comm_id;
+    const char *env = use_env ? zn_params()->comm_id : "";
     union zn_sockaddr addr;
     if (*env) {
         int rc = zn_sockaddr_parse(env, &addr);
@@ -52,4 +52,14 @@ ncclResult_t zn_boot_get_unique_id(ncclUniqueId *out)
     memset(out, 0, sizeof(*out));
     memcpy(out->internal, &id, sizeof(id));
     return ncclSuccess;
+}
+
+ncclResult_t zn_boot_get_unique_id(ncclUniqueId *out)
+{
+    return make_id(out, 1);
+}
+
+ncclResult_t zn_boot_get_private_id(ncclUniqueId *out)
+{
+    return make_id(out, 0);
 }

@@ -38,6 +38,11 @@ struct root {
     int *conn_of_rank;
     int64_t deadline;
     char where[ZN_SOCKADDR_STRLEN];
+    /* After a failure the root stays until the deadline and tells ranks that join late why
+     * the job failed, instead of leaving them to time out against a closed port. */
+    int failed;
+    ncclResult_t fail_code;
+    char fail_msg[512];
 };
 
 static void conn_close(struct root *r, int i)
@@ -53,6 +58,9 @@ static void conn_close(struct root *r, int i)
 static void fail_all(struct root *r, ncclResult_t code, const char *msg)
 {
     zn_warn(ZN_BOOT, "bootstrap root %s: %s", r->where, msg);
+    r->failed = 1;
+    r->fail_code = code;
+    snprintf(r->fail_msg, sizeof(r->fail_msg), "%s", msg);
     int32_t c = (int32_t)code;
     int64_t deadline = zn_now_ns() + 2000000000ll;
     for (int i = 0; i < r->nconns; i++)
@@ -120,10 +128,21 @@ static int register_rank(struct root *r, int i)
         conn_close(r, i);
         return 0;
     }
+    if (r->failed) {
+        int32_t code = (int32_t)r->fail_code;
+        zn_boot_send_frame(c->fd, ZN_BOOT_ERROR, r->magic, &code, sizeof(code), r->fail_msg,
+                           strlen(r->fail_msg), zn_now_ns() + 1000000000ll, NULL);
+        conn_close(r, i);
+        return 0;
+    }
     if (r->nranks == 0) {
         r->nranks = h.nranks;
         r->conn_of_rank = malloc((size_t)h.nranks * sizeof(int));
-        if (!r->conn_of_rank) return -1;
+        if (!r->conn_of_rank) {
+            r->nranks = 0;
+            fail_all(r, ncclSystemError, "bootstrap root out of memory");
+            return -1;
+        }
         for (int k = 0; k < h.nranks; k++) r->conn_of_rank[k] = -1;
     }
     if (h.nranks != r->nranks) {
@@ -172,6 +191,10 @@ static int serve_conn(struct root *r, int i)
 {
     struct root_conn *c = &r->conns[i];
     char msg[512];
+    if (c->rank >= 0 && r->failed) {
+        conn_close(r, i);
+        return 0;
+    }
     if (c->rank >= 0) {
         /* A joined rank sends nothing more; readability means it went away. */
         char b;
@@ -203,8 +226,9 @@ static void root_loop(struct root *r)
 {
     struct pollfd *pfds = NULL;
     int pcap = 0;
-    while (r->nranks == 0 || r->njoined < r->nranks) {
+    while (r->failed || r->nranks == 0 || r->njoined < r->nranks) {
         if (zn_now_ns() >= r->deadline) {
+            if (r->failed) goto out;
             char missing[256], msg[512];
             if (r->nranks) {
                 missing_ranks(r, missing, sizeof(missing));
@@ -231,7 +255,7 @@ static void root_loop(struct root *r)
         if (n <= 0) continue;
         /* Walk connections from the end: conn_close moves the last one into the hole. */
         for (int i = nfds - 2; i >= 0; i--)
-            if (pfds[i + 1].revents && serve_conn(r, i) < 0) goto out;
+            if (pfds[i + 1].revents) serve_conn(r, i);
         if (pfds[0].revents && accept_all(r) < 0) goto out;
     }
     /* Close the listener first so that a later job reusing the address finds it free. */

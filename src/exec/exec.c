@@ -1,4 +1,5 @@
 #include "exec.h"
+#include "reduce.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/param.h"
@@ -49,9 +50,9 @@ static ncclResult_t alloc_round(struct zn_task *t, int nranks)
 /* PreMulSum (and avg on floating types): scale this rank's input into a temporary first. */
 static ncclResult_t prescale(struct zn_task *t)
 {
-    size_t bytes = zn_coll_send_bytes(&t->a, t->cx->tctx->nranks);
-    if (t->a.coll == ZN_COLL_REDUCE || t->a.coll == ZN_COLL_ALLREDUCE)
-        bytes = t->a.count * t->a.esize;
+    /* Only reductions get here: reduce-scatter's input is nranks blocks, the others' one. */
+    size_t bytes = t->a.count * t->a.esize;
+    if (t->a.coll == ZN_COLL_REDUCESCATTER) bytes *= (size_t)t->cx->tctx->nranks;
     t->tmp = malloc(bytes ? bytes : 1);
     if (!t->tmp)
         return zn_error(ncclSystemError, ZN_COLL, "out of memory for %zu bytes of scaled input",

@@ -14,11 +14,11 @@
 
 /* -O3 turns on the vectorizer's dynamic cost model, which -O2 (the library default) lacks; the
  * loops here are the only place in the host library where that matters. no-trapping-math lets
- * GCC evaluate both sides of a select on floats (the narrow-type conversions need it to be
- * vectorized at all); it changes no result, only which floating-point exception flags may be
- * raised, and nothing in zinc reads those. "GCC ivdep" tells the
- * vectorizer that dst and the sources do not partially overlap (exact aliasing is fine for an
- * element-wise loop), so it needs no runtime alias check and in-place calls are vectorized too. */
+ * GCC evaluate both sides of a select on floats (the narrow-type conversions are not vectorized
+ * without it); it changes no result, only which floating-point exception flags may be raised,
+ * and nothing in zinc reads those. "GCC ivdep" tells the vectorizer that dst and the sources do
+ * not partially overlap (exact aliasing is fine for an element-wise loop), so it needs no
+ * runtime alias check and in-place calls are vectorized too. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3", "no-trapping-math")
 #define ZN_IVDEP _Pragma("GCC ivdep")
@@ -62,13 +62,13 @@ static inline float u2f(uint32_t u)
  * would need them emulated. */
 static inline float half_dec(uint16_t h)
 {
-    int32_t sign = (int32_t)(h & 0x8000u) << 16;
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     int32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
     int32_t normal = ((e + 112) << 23) | (m << 13);  /* rebias 15 -> 127 */
     int32_t special = 0x7f800000 | (m << 13);        /* inf, or NaN keeping its payload */
     int32_t sub = (int32_t)f2u((float)m * 0x1p-24f); /* subnormal or zero, exact */
     int32_t r = e == 0 ? sub : (e == 31 ? special : normal);
-    return u2f((uint32_t)(r | sign));
+    return u2f((uint32_t)r | sign);
 }
 
 /* Round to nearest even. The subnormal range uses the hardware adder: adding 0.5f, whose ulp is
@@ -103,13 +103,13 @@ static inline uint16_t bf16_enc(float f)
 
 static inline float e4m3_dec(uint8_t v)
 {
-    int32_t sign = (int32_t)(v & 0x80u) << 24;
+    uint32_t sign = (uint32_t)(v & 0x80u) << 24;
     int32_t e = (v >> 3) & 0xf, m = v & 0x7;
     int32_t normal = ((e + 120) << 23) | (m << 20); /* rebias 7 -> 127 */
     int32_t sub = (int32_t)f2u((float)m * 0x1p-9f);
     int32_t r = e == 0 ? sub : normal;
     r = (v & 0x7f) == 0x7f ? 0x7fc00000 : r;
-    return u2f((uint32_t)(r | sign));
+    return u2f((uint32_t)r | sign);
 }
 
 /* e5m2 is the top byte of an IEEE half, so decoding goes through the half decoder. */
@@ -212,12 +212,13 @@ INT_OPS(u32, uint32_t, uint32_t)
 INT_OPS(i64, int64_t, uint64_t)
 INT_OPS(u64, uint64_t, uint64_t)
 
-/* float and double. A NaN result is always the canonical NaN (all bits but the sign set, the
- * pattern NVIDIA GPUs produce for float arithmetic), whatever the NaN operands were: without
- * that, which operand's payload survives depends on the order the compiler put the operands of
- * a commutative instruction in, which differs between the vector loop and its scalar tail, and
- * zn_reduce_n would not match chained zn_reduce2 bit for bit. max/min order -0 below +0, so the
- * result never depends on which rank's value came first. */
+/* float and double. A NaN result is always the canonical NaN, all bits but the sign set
+ * (0x7fffffff is also what NVIDIA GPUs give for float arithmetic), whatever the NaN operands
+ * were. Without that, which operand's payload survives depends on the order in which the
+ * compiler put the operands of a commutative instruction, which differs between a vector loop
+ * and its scalar tail, and zn_reduce_n would not match chained zn_reduce2 bit for bit. It costs
+ * one compare and select per vector, invisible next to the memory traffic. max/min order -0
+ * below +0, so the result never depends on which rank's value came first. */
 static inline float f32_nan(void)
 {
     return u2f(0x7fffffffu);

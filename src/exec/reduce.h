@@ -20,12 +20,16 @@
  *    __nv_fp8_e4m3 / __nv_fp8_e5m2 constructors use): a finite value beyond the largest finite
  *    one and +-infinity become +-max finite (e4m3 0x7e/0xfe, e5m2 0x7b/0xfb); any NaN becomes
  *    0x7f (sign dropped) in both formats, as __nv_cvt_float_to_fp8 gives.
- *  - max / min on floating types propagate NaN: if either operand is NaN the result is NaN
- *    (for float/double its sign and payload are unspecified; the narrow types encode it as their
- *    canonical NaN above). -0 orders below +0, so max(+0, -0) = +0 and min(+0, -0) = -0 in
- *    either operand order. The result never depends on operand order unless both are NaN.
- *    (fmaxf/fminf, which ignore NaN, were rejected: a NaN in one rank's data would silently
- *    vanish from the reduction.)
+ *  - NaN: any NaN result of float or double arithmetic is the canonical NaN 0x7fffffff /
+ *    0x7fffffffffffffff (all bits but the sign set; the float one is what NVIDIA GPUs produce),
+ *    whatever the operands' payloads and signs, so results are bit-reproducible whatever the
+ *    loop shape, block size or operand order. GPU kernels that must match the host bit for bit
+ *    on NaN canonicalize the same way.
+ *  - max / min on floating types propagate NaN: if either operand is NaN the result is the
+ *    type's canonical NaN. -0 orders below +0, so max(+0, -0) = +0 and min(+0, -0) = -0 in
+ *    either operand order: the result never depends on operand order. (fmaxf/fminf, which
+ *    ignore NaN, were rejected: a NaN in one rank's data would silently vanish from the
+ *    reduction.)
  *
  * Buffers: dst may be the same pointer as a source (exact aliasing); partial overlap is not
  * allowed. Counts are size_t and may exceed 2^31. An invalid type or op makes the call a no-op:
@@ -39,8 +43,7 @@
 
 #include "nccl.h"
 
-/* Internal reduction kinds (ncclAvg and PreMulSum are mapped onto these by the caller). */
-enum zn_red { ZN_RED_SUM = 0, ZN_RED_PROD, ZN_RED_MAX, ZN_RED_MIN, ZN_RED_COUNT };
+#include "util/redop.h"
 
 /* Bytes per element; 0 if t is not a valid ncclDataType_t. */
 size_t zn_dtype_size(ncclDataType_t t);

@@ -18,6 +18,7 @@
  * memcpy and publish progress with release/acquire stores of head and tail: no system calls.
  * Backpressure is the ring's size; a large message streams through it.
  */
+#include "peer.h"
 #include "transport.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -49,11 +50,14 @@ struct shm_conn {
     struct fifo *out, *in;
     struct zn_req *sendq, **sendq_tail;
     struct zn_req *recvq, **recvq_tail;
+    int64_t idle_since; /* when requests last stopped moving (0: they are moving) */
+    int64_t last_check; /* last liveness check of the peer */
     char name[96];
 };
 
 struct shm_state {
     struct zn_tctx ctx;
+    struct zn_peer_watch *watch; /* a dead peer closes nothing: watch its process */
     size_t fifo_size;
     struct shm_conn **conns; /* nranks * ZN_NCHANNELS */
 };
@@ -86,6 +90,12 @@ static ncclResult_t shm_init(const struct zn_tctx *ctx, void **state)
     if (nlocal > 8) size = size * 8 / (size_t)nlocal;
     if (size < 65536) size = 65536;
     st->fifo_size = (size + 63) & ~(size_t)63;
+    ncclResult_t res = zn_peer_watch_create(ctx, &st->watch);
+    if (res != ncclSuccess) {
+        free(st->conns);
+        free(st);
+        return res;
+    }
     *state = st;
     return ncclSuccess;
 }
@@ -230,6 +240,7 @@ static ncclResult_t progress_send(struct shm_conn *c, int *progressed)
         if (atomic_load_explicit(&f->closed, memory_order_relaxed)) return closed_error(c, "send");
         uint64_t tail = atomic_load_explicit(&f->tail, memory_order_acquire);
         size_t space = f->size - (size_t)(head - tail);
+        int moved = 0;
         if (r->priv[0] == 0) {
             if (space < 8) break;
             uint64_t len = r->len;
@@ -237,16 +248,18 @@ static ncclResult_t progress_send(struct shm_conn *c, int *progressed)
             head += 8;
             space -= 8;
             r->priv[0] = 1;
+            moved = 1;
         }
         size_t n = r->len - r->done < space ? r->len - r->done : space;
         if (n) {
             ring_write(f, head, (const uint8_t *)r->buf + r->done, n);
             head += n;
             r->done += n;
+            moved = 1;
         }
+        if (!moved) break;
         atomic_store_explicit(&f->head, head, memory_order_release);
         *progressed = 1;
-        if (n == 0 && r->done < r->len) break;
         if (r->done < r->len) break;
         r->state = ZN_REQ_DONE;
         c->sendq = r->next;
@@ -265,6 +278,7 @@ static ncclResult_t progress_recv(struct shm_conn *c, int *progressed)
         size_t avail = (size_t)(head - tail);
         if (avail == 0 && atomic_load_explicit(&f->closed, memory_order_relaxed))
             return closed_error(c, "receive");
+        int moved = 0;
         if (r->priv[0] == 0) {
             if (avail < 8) break;
             uint64_t len;
@@ -281,16 +295,18 @@ static ncclResult_t progress_recv(struct shm_conn *c, int *progressed)
             tail += 8;
             avail -= 8;
             r->priv[0] = 1;
+            moved = 1;
         }
         size_t n = r->len - r->done < avail ? r->len - r->done : avail;
         if (n) {
             ring_read(f, tail, (uint8_t *)r->buf + r->done, n);
             tail += n;
             r->done += n;
+            moved = 1;
         }
+        if (!moved) break;
         atomic_store_explicit(&f->tail, tail, memory_order_release);
         *progressed = 1;
-        if (n == 0 && r->done < r->len) break;
         if (r->done < r->len) break;
         r->state = ZN_REQ_DONE;
         c->recvq = r->next;
@@ -299,16 +315,44 @@ static ncclResult_t progress_recv(struct shm_conn *c, int *progressed)
     return ncclSuccess;
 }
 
+/* Requests stalled for a while: is the peer still there? (At most once a millisecond: it
+ * costs a system call.) */
+static ncclResult_t check_peer(struct shm_conn *c)
+{
+    int64_t now = zn_now_ns();
+    if (!c->idle_since) {
+        c->idle_since = now;
+        return ncclSuccess;
+    }
+    if (now - c->idle_since < 1000000 || now - c->last_check < 1000000) return ncclSuccess;
+    c->last_check = now;
+    if (!zn_peer_dead(c->st->watch, c->h.peer)) return ncclSuccess;
+    char who[128];
+    zn_peer_str(&c->st->ctx, c->h.peer, who, sizeof(who));
+    return zn_error(ncclRemoteError, ZN_SHM,
+                    "%s exited or was killed during a %s on the shm connection", who,
+                    c->sendq ? "send" : "receive");
+}
+
 static ncclResult_t shm_progress(struct zn_conn *conn, int *progressed)
 {
     struct shm_conn *c = (struct shm_conn *)conn;
+    int moved = 0;
     if (!c->attached) {
         ZN_CHECK(try_attach(c));
-        if (!c->attached) return ncclSuccess;
-        *progressed = 1;
+        moved = c->attached;
     }
-    ZN_CHECK(progress_send(c, progressed));
-    return progress_recv(c, progressed);
+    if (c->attached) {
+        ZN_CHECK(progress_send(c, &moved));
+        ZN_CHECK(progress_recv(c, &moved));
+    }
+    if (moved) {
+        *progressed = 1;
+        c->idle_since = 0;
+    } else if (c->sendq || c->recvq) {
+        ZN_CHECK(check_peer(c));
+    }
+    return ncclSuccess;
 }
 
 static void shm_fini(void *state)
@@ -326,6 +370,7 @@ static void shm_fini(void *state)
         zn_shm_detach(&c->seg);
         free(c);
     }
+    zn_peer_watch_destroy(st->watch);
     free(st->conns);
     free(st);
 }

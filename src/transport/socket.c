@@ -43,7 +43,15 @@ ncclResult_t zs_fail(struct zs_conn *c, ncclResult_t code, const char *fmt, ...)
     vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
     va_end(ap);
     c->err = code;
+    zs_setup_over(c);
     return zn_error(code, ZN_NET, "%s", c->errmsg);
+}
+
+void zs_setup_over(struct zs_conn *c)
+{
+    if (c->setup_over) return;
+    c->setup_over = 1;
+    c->st->unready--;
 }
 
 ncclResult_t zs_sticky(struct zs_conn *c)
@@ -142,8 +150,8 @@ static ncclResult_t socket_init(const struct zn_tctx *ctx, void **state)
     if (rc) {
         char a[ZN_SOCKADDR_STRLEN];
         zn_sockaddr_str(&addr, a, sizeof(a));
-        res = zn_error(ncclSystemError, ZN_NET, "socket transport: cannot listen on %s (%s): %s",
-                       a, ifname, strerror(-rc));
+        res = zn_error(ncclSystemError, ZN_NET, "socket transport: cannot listen on %s (%s): %s", a,
+                       ifname, strerror(-rc));
         goto err_free_state;
     }
     st->addrs[ctx->rank] = st->laddr;

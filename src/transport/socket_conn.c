@@ -49,7 +49,7 @@ static void conn_socket_ready(struct zs_conn *c, struct zs_sock *sk)
     sk->hello_off = 0;
     c->nready++;
     if (!zs_conn_ready(c)) return;
-    c->st->unready--;
+    zs_setup_over(c);
     if (zn_log_enabled(ZN_LOG_INFO, ZN_NET)) {
         char who[160];
         zs_peer_str(c, who, sizeof(who));
@@ -228,8 +228,8 @@ static ncclResult_t acceptor_step(struct zs_conn *c, int s, int *progressed)
     struct zs_sock *sk = &c->socks[s];
     if (sk->state != ZS_ACK_SEND) return ncclSuccess;
     size_t n = 0;
-    int rc = zn_sock_send_some(sk->fd, sk->hello + sk->hello_off,
-                               sizeof(sk->hello) - sk->hello_off, &n);
+    int rc =
+        zn_sock_send_some(sk->fd, sk->hello + sk->hello_off, sizeof(sk->hello) - sk->hello_off, &n);
     if (rc) return closed_during_setup(c, s, rc);
     if (n) *progressed = 1;
     sk->hello_off += n;
@@ -248,8 +248,8 @@ static void reject(struct zs_state *st, int i, const char *why)
 {
     char a[ZN_SOCKADDR_STRLEN];
     sock_addr_str(st->pending[i].fd, a, sizeof(a));
-    zn_warn(ZN_NET, "socket transport: closed a connection from %s to this rank's listener: %s",
-            a, why);
+    zn_warn(ZN_NET, "socket transport: closed a connection from %s to this rank's listener: %s", a,
+            why);
     pending_remove(st, i, 1);
 }
 
@@ -300,8 +300,8 @@ static void identify(struct zs_state *st, int i, int *progressed)
         snprintf(why, sizeof(why),
                  "its HELLO does not fit this communicator (kind %u, from rank %d, to rank %d, "
                  "channel %u, socket %u of %u; this is rank %d of %d)",
-                 (unsigned)h.kind, (int)h.from, (int)h.to, (unsigned)h.channel,
-                 (unsigned)h.sock, (unsigned)h.nsocks, ctx->rank, ctx->nranks);
+                 (unsigned)h.kind, (int)h.from, (int)h.to, (unsigned)h.channel, (unsigned)h.sock,
+                 (unsigned)h.nsocks, ctx->rank, ctx->nranks);
         reject(st, i, why);
         return;
     }
@@ -353,8 +353,9 @@ static int pending_step(struct zs_state *st, int i, int64_t now, int *progressed
     if (rc) {
         char a[ZN_SOCKADDR_STRLEN];
         sock_addr_str(p->fd, a, sizeof(a));
-        zn_info(ZN_NET, "socket transport: a connection from %s closed after %zu bytes of its "
-                        "HELLO (%s)",
+        zn_info(ZN_NET,
+                "socket transport: a connection from %s closed after %zu bytes of its "
+                "HELLO (%s)",
                 a, p->got, rc == -EPIPE ? "EOF" : strerror(-rc));
         pending_remove(st, i, 1);
         *progressed = 1;
@@ -385,14 +386,14 @@ void zs_accept_poll(struct zs_state *st, int *progressed)
         if (rc == -EINTR || rc == -ECONNABORTED) continue;
         if (rc) {
             /* EMFILE and friends: the connection stays in the backlog for a later try. */
-            zn_warn(ZN_NET, "socket transport: accept on the listener failed: %s",
-                    strerror(-rc));
+            zn_warn(ZN_NET, "socket transport: accept on the listener failed: %s", strerror(-rc));
             break;
         }
         *progressed = 1;
         if (st->npending >= ZS_MAX_PENDING) {
-            zn_warn(ZN_NET, "socket transport: %d connections wait for their HELLO already; "
-                            "closing a new one",
+            zn_warn(ZN_NET,
+                    "socket transport: %d connections wait for their HELLO already; "
+                    "closing a new one",
                     st->npending);
             close(fd);
             continue;

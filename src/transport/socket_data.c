@@ -50,7 +50,7 @@ static inline unsigned send_nparts(const struct zn_req *r)
  * nothing to give), or a negative errno; -EPIPE from a receive means the peer closed. */
 static int sendv_some(int fd, struct iovec *iov, int niov, size_t *done)
 {
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+    struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)niov };
     ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     *done = 0;
     if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
@@ -60,7 +60,7 @@ static int sendv_some(int fd, struct iovec *iov, int niov, size_t *done)
 
 static int recvv_some(int fd, struct iovec *iov, int niov, size_t *done)
 {
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+    struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)niov };
     ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT);
     *done = 0;
     if (n == 0) return -EPIPE;
@@ -342,9 +342,9 @@ static ncclResult_t recv_sock(struct zs_conn *c, int s, int *progressed)
         if (sk->rgot < sk->rlen) {
             /* The payload, and the next header if it is already there. */
             struct iovec iov[2] = {
-                {.iov_base = (char *)r->buf + sk->roff + sk->rgot,
-                 .iov_len = (size_t)(sk->rlen - sk->rgot)},
-                {.iov_base = sk->rhdr, .iov_len = sizeof(sk->rhdr)},
+                { .iov_base = (char *)r->buf + sk->roff + sk->rgot,
+                  .iov_len = (size_t)(sk->rlen - sk->rgot) },
+                { .iov_base = sk->rhdr, .iov_len = sizeof(sk->rhdr) },
             };
             rc = recvv_some(sk->fd, iov, 2, &n);
             if (rc) return io_error(c, s, rc, 0);

@@ -81,9 +81,10 @@ struct zs_conn {
     struct zn_conn_hdr hdr; /* first: the layer above reads it */
     struct zs_state *st;
     int nsocks;
-    int initiator; /* this rank has the lower number: it opens the TCP connections */
-    int connected; /* connect() was called for it (else it was created by a peer's HELLO) */
-    int nready;    /* sockets in ZS_READY */
+    int initiator;  /* this rank has the lower number: it opens the TCP connections */
+    int connected;  /* connect() was called for it (else it was created by a peer's HELLO) */
+    int nready;     /* sockets in ZS_READY */
+    int setup_over; /* ready or failed: no longer counted in zs_state.unready */
     int64_t deadline;
     int peer_closed; /* the peer closed at a message boundary while nothing was pending */
     ncclResult_t err;
@@ -128,6 +129,9 @@ const char *zs_channel_name(int channel);
 
 /* "rank 3 (host, pid 1234)" for the peer of c. */
 void zs_peer_str(const struct zs_conn *c, char *buf, size_t len);
+
+/* c is ready or failed: stop counting it among the connections being set up. */
+void zs_setup_over(struct zs_conn *c);
 
 /* The connection for (peer, channel); with create, make it if it does not exist. */
 ncclResult_t zs_conn_get(struct zs_state *st, int peer, int channel, int create,

@@ -63,8 +63,7 @@ void zn_socket_hello_encode(const struct zn_socket_hello *h, void *out)
     put32(p + 28, 0);
 }
 
-int zn_socket_hello_decode(const void *buf, size_t len, uint64_t magic,
-                           struct zn_socket_hello *out)
+int zn_socket_hello_decode(const void *buf, size_t len, uint64_t magic, struct zn_socket_hello *out)
 {
     if (!buf || len != ZN_SOCKET_HELLO_BYTES) return ZN_SOCKET_WIRE_ELEN;
     const uint8_t *p = buf;

@@ -126,8 +126,8 @@ void zn_socket_frame_encode(const struct zn_socket_frame *f, void *out);
 int zn_socket_frame_decode(const void *buf, size_t len, struct zn_socket_frame *out);
 
 /* Offset and size of part `part` of a message of `length` bytes cut into nparts parts. */
-static inline void zn_socket_part(uint64_t length, unsigned nparts, unsigned part,
-                                  uint64_t *offset, uint64_t *size)
+static inline void zn_socket_part(uint64_t length, unsigned nparts, unsigned part, uint64_t *offset,
+                                  uint64_t *size)
 {
     uint64_t base = length / nparts, rem = length % nparts;
     *offset = base * part + (part < rem ? part : rem);

@@ -7,7 +7,8 @@
  * (type, op) pair (int32, float, half, bf16, uint8, double x sum, prod, max, min) for the
  * reducing collectives and every type for the others, with the chunk size (8, 64, 4096 bytes),
  * root (0, n-1, n/2), in place or not, NULL or canary buffers on non-roots and ring order
- * (identity, two interleaved "hosts", random) rotating between variants. The inputs make every
+ * (identity, two interleaved "hosts", random) rotating between variants; the count 10007 gets
+ * a few of those variants only, to keep the test fast under ASan. The inputs make every
  * reduction order exact (small integers, products of +-1 and a few 2s), so outputs must equal
  * the reference bit for bit. Separately, allreduce of random floats must give bit-identical
  * outputs on every rank (ring, rd), and the cost model must pick rd/tree for small messages and
@@ -19,12 +20,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-static const int NS[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17};
-static const ncclDataType_t TYPES[] = {ncclInt32,  ncclFloat32, ncclFloat16,
-                                       ncclBfloat16, ncclUint8, ncclFloat64};
-static const enum zn_red OPS[] = {ZN_RED_SUM, ZN_RED_PROD, ZN_RED_MAX, ZN_RED_MIN};
-static const size_t CHUNKS[] = {8, 64, 4096};
+static const int NS[] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17 };
+static const ncclDataType_t TYPES[] = { ncclInt32,    ncclFloat32, ncclFloat16,
+                                        ncclBfloat16, ncclUint8,   ncclFloat64 };
+static const enum zn_red OPS[] = { ZN_RED_SUM, ZN_RED_PROD, ZN_RED_MAX, ZN_RED_MIN };
+static const size_t CHUNKS[] = { 8, 64, 4096 };
 #define NTYPES 6
 #define BIG    10007
 
@@ -88,7 +90,6 @@ static double value(const struct cfg *c, int r, size_t i)
     uint32_t h = mix((uint32_t)r, (uint32_t)i, (uint32_t)c->count);
     int u8 = c->dtype == ncclUint8;
     if (c->random) return ((double)(h % 20001) - 10000.0) * ldexp(1.0, (int)(h >> 24) % 16 - 20);
-    if (!reduces(c->coll)) return (double)(h % (u8 ? 256 : 2001)) - (u8 ? 0 : 1000);
     switch (c->op) {
     case ZN_RED_SUM: return u8 ? h % 256 : (double)(h % 15) - 7;
     case ZN_RED_PROD:
@@ -135,8 +136,9 @@ static void setup_rank(const struct cfg *c, int r, void *const *in, struct rank_
     size_t es = zn_dtype_size(c->dtype), ib = in_elems(c, r) * es, ob = out_elems(c, r) * es;
     size_t blk = c->count * es;
     int root = r == c->root, R = c->root;
-    *a = (struct zn_coll_args){.coll = c->coll, .count = c->count, .dtype = c->dtype,
-                               .esize = es, .op = c->op, .root = R};
+    *a = (struct zn_coll_args){
+        .coll = c->coll, .count = c->count, .dtype = c->dtype, .esize = es, .op = c->op, .root = R
+    };
     char *s = NULL, *d = NULL;
     if (c->in_place) {
         switch (c->coll) {
@@ -161,9 +163,7 @@ static void setup_rank(const struct cfg *c, int r, void *const *in, struct rank_
             d = s + (size_t)R * blk;
             keep(rb, s, ib); /* the root's block is copied onto itself */
             break;
-        case ZN_COLL_BROADCAST: /* ncclBcast */
-            s = d = take(rb, ib ? in[r] : NULL, blk);
-            break;
+        case ZN_COLL_BROADCAST: /* ncclBcast */ s = d = take(rb, ib ? in[r] : NULL, blk); break;
         default: /* allreduce, reduce, alltoall: one buffer */
             s = d = take(rb, in[r], ib > ob ? ib : ob);
             if (!ob) keep(rb, s, ib); /* a non-root's input of an in-place reduce */
@@ -251,9 +251,8 @@ static int compare(const struct cfg *c, int r, const char *what, const void *got
     if (!memcmp(got, want, elems * es)) return 0;
     size_t i = 0;
     while (i < elems && !memcmp((const char *)got + i * es, (const char *)want + i * es, es)) i++;
-    fprintf(stderr, "  rank %d: %s differs at element %zu of %zu: %.17g, expected %.17g\n", r,
-            what, i, elems, zn_dtype_to_double(c->dtype, got, i),
-            zn_dtype_to_double(c->dtype, want, i));
+    fprintf(stderr, "  rank %d: %s differs at element %zu of %zu: %.17g, expected %.17g\n", r, what,
+            i, elems, zn_dtype_to_double(c->dtype, got, i), zn_dtype_to_double(c->dtype, want, i));
     return -1;
 }
 
@@ -261,20 +260,28 @@ static int run_cfg(const struct cfg *c, struct sim_stats *stats)
 {
     int n = c->n, ring[64], nhosts, rc = -1;
     size_t es = zn_dtype_size(c->dtype), len = logical_in_elems(c);
-    void *in[64] = {0};
+    void *in[64] = { 0 };
     struct rank_bufs rb[64];
     struct zn_coll_args args[64];
     struct sim_mem mem[64];
     memset(rb, 0, sizeof(rb));
     make_ring(c, ring, &nhosts);
-    char *red = malloc(len * es), *want = malloc(len * es * (size_t)n + 1);
+    char *red = malloc(len * es), *want = malloc((size_t)n * c->count * es);
     for (int r = 0; r < n; r++) {
         in[r] = malloc(len * es);
+        if (!reduces(c->coll)) { /* any bits will do where nothing is computed */
+            for (size_t i = 0; i < len * es; i += 4) {
+                uint32_t h = mix((uint32_t)r, (uint32_t)i, (uint32_t)c->count);
+                memcpy((char *)in[r] + i, &h, len * es - i < 4 ? len * es - i : 4);
+            }
+            continue;
+        }
         for (size_t i = 0; i < len; i++)
             zn_dtype_from_double(c->dtype, value(c, r, i), (char *)in[r] + i * es);
     }
     memcpy(red, in[0], len * es);
-    for (int r = 1; r < n; r++) zn_reduce2(c->dtype, c->op, red, red, in[r], len);
+    for (int r = 1; r < n && reduces(c->coll); r++)
+        zn_reduce2(c->dtype, c->op, red, red, in[r], len);
     for (int r = 0; r < n; r++) setup_rank(c, r, in, &rb[r], &args[r], &mem[r]);
     if (sim_run(c->algo, n, ring, nhosts, c->chunk, args, mem, stats)) goto out;
     for (int r = 0; r < n; r++) {
@@ -316,16 +323,17 @@ out:
 /* Every variant of one (algorithm, collective) over the rank counts and message sizes. */
 static int sweep(const char *name, enum zn_coll coll)
 {
-    struct cfg c = {.algo = zn_algo_find(name), .coll = coll};
-    struct sim_stats st = {0};
+    struct cfg c = { .algo = zn_algo_find(name), .coll = coll };
+    struct sim_stats st = { 0 };
     long runs = 0;
+    clock_t t0 = clock();
     if (!c.algo) {
         fprintf(stderr, "  algorithm %s is not registered\n", name);
         return -1;
     }
     for (size_t ni = 0; ni < sizeof(NS) / sizeof(NS[0]); ni++) {
         int n = c.n = NS[ni];
-        size_t counts[] = {1, 2, (size_t)n - 1, (size_t)n, (size_t)n + 1, 7 * (size_t)n + 3, BIG};
+        size_t counts[] = { 1, 2, (size_t)n - 1, (size_t)n, (size_t)n + 1, 7 * (size_t)n + 3, BIG };
         for (int ci = 0; ci < 7; ci++) {
             c.count = counts[ci];
             int dup = c.count == 0;
@@ -333,7 +341,10 @@ static int sweep(const char *name, enum zn_coll coll)
             if (dup) continue;
             int nvar = reduces(coll) ? NTYPES * 4 : NTYPES * 2;
             for (int v = 0; v < nvar; v++) {
-                if (c.count == BIG && v % 5) continue; /* a few variants of the big one */
+                /* A few variants of the big count (two where each rank holds n blocks). */
+                int nb = coll == ZN_COLL_REDUCESCATTER || coll == ZN_COLL_ALLTOALL ||
+                         coll == ZN_COLL_ALLGATHER || coll == ZN_COLL_SCATTER;
+                if (c.count == BIG && v % ((reduces(coll) ? 7 : 5) * (nb ? 2 : 1))) continue;
                 uint32_t h = mix((uint32_t)v, (uint32_t)ci, (uint32_t)n * 31u + (uint32_t)coll);
                 c.dtype = TYPES[v % NTYPES];
                 c.op = reduces(coll) ? OPS[v / NTYPES] : ZN_RED_SUM;
@@ -341,47 +352,87 @@ static int sweep(const char *name, enum zn_coll coll)
                 c.null_bufs = (int)(h >> 1) & 1;
                 c.order = (int)((h >> 2) % 3);
                 c.chunk = c.count == BIG ? CHUNKS[1 + (h >> 4) % 2] : CHUNKS[(h >> 4) % 3];
-                int roots[3] = {0, n - 1, n / 2};
+                int roots[3] = { 0, n - 1, n / 2 };
                 c.root = rooted(coll) ? roots[(v + ci) % 3] : 0;
                 runs++;
                 if (run_cfg(&c, &st)) return -1;
             }
         }
     }
-    fprintf(stderr, "  %s %s: %ld runs, %ld rounds, %ld messages, at most %ld steps a round\n",
-            name, zn_coll_name(coll), runs, st.rounds, st.msgs, st.max_steps);
+    fprintf(stderr,
+            "  %s %s: %ld runs, %ld rounds, %ld messages, at most %ld steps a round, %.2f s\n",
+            name, zn_coll_name(coll), runs, st.rounds, st.msgs, st.max_steps,
+            (double)(clock() - t0) / CLOCKS_PER_SEC);
     return 0;
 }
 
-ZT_TEST(ring_allreduce) { ZT_OK(sweep("ring", ZN_COLL_ALLREDUCE)); }
-ZT_TEST(ring_allgather) { ZT_OK(sweep("ring", ZN_COLL_ALLGATHER)); }
-ZT_TEST(ring_reducescatter) { ZT_OK(sweep("ring", ZN_COLL_REDUCESCATTER)); }
-ZT_TEST(ring_broadcast) { ZT_OK(sweep("ring", ZN_COLL_BROADCAST)); }
-ZT_TEST(ring_reduce) { ZT_OK(sweep("ring", ZN_COLL_REDUCE)); }
-ZT_TEST(rd_allreduce) { ZT_OK(sweep("rd", ZN_COLL_ALLREDUCE)); }
-ZT_TEST(tree_broadcast) { ZT_OK(sweep("tree", ZN_COLL_BROADCAST)); }
-ZT_TEST(tree_reduce) { ZT_OK(sweep("tree", ZN_COLL_REDUCE)); }
-ZT_TEST(pairwise_alltoall) { ZT_OK(sweep("pairwise", ZN_COLL_ALLTOALL)); }
-ZT_TEST(pairwise_gather) { ZT_OK(sweep("pairwise", ZN_COLL_GATHER)); }
-ZT_TEST(pairwise_scatter) { ZT_OK(sweep("pairwise", ZN_COLL_SCATTER)); }
+ZT_TEST(ring_allreduce)
+{
+    ZT_OK(sweep("ring", ZN_COLL_ALLREDUCE));
+}
+ZT_TEST(ring_allgather)
+{
+    ZT_OK(sweep("ring", ZN_COLL_ALLGATHER));
+}
+ZT_TEST(ring_reducescatter)
+{
+    ZT_OK(sweep("ring", ZN_COLL_REDUCESCATTER));
+}
+ZT_TEST(ring_broadcast)
+{
+    ZT_OK(sweep("ring", ZN_COLL_BROADCAST));
+}
+ZT_TEST(ring_reduce)
+{
+    ZT_OK(sweep("ring", ZN_COLL_REDUCE));
+}
+ZT_TEST(rd_allreduce)
+{
+    ZT_OK(sweep("rd", ZN_COLL_ALLREDUCE));
+}
+ZT_TEST(tree_broadcast)
+{
+    ZT_OK(sweep("tree", ZN_COLL_BROADCAST));
+}
+ZT_TEST(tree_reduce)
+{
+    ZT_OK(sweep("tree", ZN_COLL_REDUCE));
+}
+ZT_TEST(pairwise_alltoall)
+{
+    ZT_OK(sweep("pairwise", ZN_COLL_ALLTOALL));
+}
+ZT_TEST(pairwise_gather)
+{
+    ZT_OK(sweep("pairwise", ZN_COLL_GATHER));
+}
+ZT_TEST(pairwise_scatter)
+{
+    ZT_OK(sweep("pairwise", ZN_COLL_SCATTER));
+}
 
 /* Random floats: every rank's allreduce output is bit-identical (ring and rd). */
 ZT_TEST(allreduce_bit_identical)
 {
-    static const char *algos[] = {"ring", "rd"};
-    static const ncclDataType_t types[] = {ncclFloat32, ncclFloat16, ncclBfloat16};
-    static const int ns[] = {2, 3, 5, 7, 8, 16, 17};
-    static const size_t counts[] = {1, 5, 1000, BIG};
-    struct sim_stats st = {0};
+    static const char *algos[] = { "ring", "rd" };
+    static const ncclDataType_t types[] = { ncclFloat32, ncclFloat16, ncclBfloat16 };
+    static const int ns[] = { 2, 3, 5, 7, 8, 16, 17 };
+    static const size_t counts[] = { 1, 5, 1000, BIG };
+    struct sim_stats st = { 0 };
     for (int ai = 0; ai < 2; ai++)
         for (int ni = 0; ni < 7; ni++)
             for (int ci = 0; ci < 4; ci++)
                 for (int ti = 0; ti < 3; ti++) {
-                    struct cfg c = {.algo = zn_algo_find(algos[ai]), .coll = ZN_COLL_ALLREDUCE,
-                                    .n = ns[ni], .count = counts[ci], .dtype = types[ti],
-                                    .op = ti == 2 ? ZN_RED_PROD : ZN_RED_SUM, .random = 1,
-                                    .in_place = (ci + ti) & 1, .order = (ni + ci) % 3,
-                                    .chunk = CHUNKS[1 + (ni + ti) % 2]};
+                    struct cfg c = { .algo = zn_algo_find(algos[ai]),
+                                     .coll = ZN_COLL_ALLREDUCE,
+                                     .n = ns[ni],
+                                     .count = counts[ci],
+                                     .dtype = types[ti],
+                                     .op = ZN_RED_SUM,
+                                     .random = 1,
+                                     .in_place = (ci + ti) & 1,
+                                     .order = (ni + ci) % 3,
+                                     .chunk = CHUNKS[1 + (ni + ti) % 2] };
                     ZT_ASSERT(c.algo);
                     ZT_OK(run_cfg(&c, &st));
                 }
@@ -394,23 +445,24 @@ ZT_TEST(supports)
         const char *name;
         unsigned colls;
     } want[] = {
-        {"ring", 1u << ZN_COLL_ALLREDUCE | 1u << ZN_COLL_BROADCAST | 1u << ZN_COLL_REDUCE |
-                     1u << ZN_COLL_ALLGATHER | 1u << ZN_COLL_REDUCESCATTER},
-        {"rd", 1u << ZN_COLL_ALLREDUCE},
-        {"tree", 1u << ZN_COLL_BROADCAST | 1u << ZN_COLL_REDUCE},
-        {"pairwise", 1u << ZN_COLL_ALLTOALL | 1u << ZN_COLL_GATHER | 1u << ZN_COLL_SCATTER},
+        { "ring", 1u << ZN_COLL_ALLREDUCE | 1u << ZN_COLL_BROADCAST | 1u << ZN_COLL_REDUCE |
+                      1u << ZN_COLL_ALLGATHER | 1u << ZN_COLL_REDUCESCATTER },
+        { "rd", 1u << ZN_COLL_ALLREDUCE },
+        { "tree", 1u << ZN_COLL_BROADCAST | 1u << ZN_COLL_REDUCE },
+        { "pairwise", 1u << ZN_COLL_ALLTOALL | 1u << ZN_COLL_GATHER | 1u << ZN_COLL_SCATTER },
     };
-    int ring[3] = {0, 2, 1};
-    struct zn_algo_ctx ctx = {.rank = 1, .nranks = 3, .nhosts = 2, .ring = ring, .ring_pos = 2,
-                              .chunk_size = 65536};
+    int ring[3] = { 0, 2, 1 };
+    struct zn_algo_ctx ctx = {
+        .rank = 1, .nranks = 3, .nhosts = 2, .ring = ring, .ring_pos = 2, .chunk_size = 65536
+    };
     for (int i = 0; i < 4; i++) {
         const struct zn_algo *a = zn_algo_find(want[i].name);
         ZT_ASSERT(a);
-        ZT_ASSERT(a->name && a->doc && a->supports && a->cost && a->scratch && a->start &&
-                  a->next);
+        ZT_ASSERT(a->name && a->doc && a->supports && a->cost && a->scratch && a->start && a->next);
         for (int c = 0; c < ZN_NCOLLS; c++) {
-            struct zn_coll_args args = {.coll = (enum zn_coll)c, .count = 1000,
-                                        .dtype = ncclFloat32, .esize = 4};
+            struct zn_coll_args args = {
+                .coll = (enum zn_coll)c, .count = 1000, .dtype = ncclFloat32, .esize = 4
+            };
             ZT_EQ_INT(a->supports(&ctx, &args), (want[i].colls >> c) & 1);
         }
     }
@@ -419,8 +471,12 @@ ZT_TEST(supports)
 static double cost_of(const char *name, const struct zn_algo_ctx *ctx, enum zn_coll coll,
                       size_t count)
 {
-    struct zn_coll_args a = {.coll = coll, .count = count, .dtype = ncclFloat32, .esize = 4,
-                             .sendbuf = "", .recvbuf = NULL};
+    struct zn_coll_args a = { .coll = coll,
+                              .count = count,
+                              .dtype = ncclFloat32,
+                              .esize = 4,
+                              .sendbuf = "",
+                              .recvbuf = NULL };
     return zn_algo_find(name)->cost(ctx, &a);
 }
 
@@ -429,11 +485,15 @@ ZT_TEST(cost_model)
 {
     int ring[16];
     for (int i = 0; i < 16; i++) ring[i] = i;
-    static const int ns[] = {2, 3, 8, 16};
+    static const int ns[] = { 2, 3, 8, 16 };
     for (int hi = 1; hi <= 2; hi++)
         for (int ni = 0; ni < 4; ni++) {
-            struct zn_algo_ctx ctx = {.rank = 0, .nranks = ns[ni], .nhosts = hi, .ring = ring,
-                                      .chunk_size = 128 << 10, .shm_transport = 1};
+            struct zn_algo_ctx ctx = { .rank = 0,
+                                       .nranks = ns[ni],
+                                       .nhosts = hi,
+                                       .ring = ring,
+                                       .chunk_size = 128 << 10,
+                                       .shm_transport = 1 };
             size_t small = 2, big = 16u << 20; /* floats: 8 bytes and 64 MiB */
             ZT_ASSERT(cost_of("rd", &ctx, ZN_COLL_ALLREDUCE, small) <
                       cost_of("ring", &ctx, ZN_COLL_ALLREDUCE, small));
@@ -452,9 +512,12 @@ ZT_TEST(cost_model)
                           cost_of("tree", &ctx, ZN_COLL_REDUCE, big));
             }
             /* Without an arena only the point-to-point algorithms apply. */
-            struct zn_coll_args a = {.coll = ZN_COLL_ALLREDUCE, .count = small,
-                                     .dtype = ncclFloat32, .esize = 4, .sendbuf = "",
-                                     .recvbuf = NULL};
+            struct zn_coll_args a = { .coll = ZN_COLL_ALLREDUCE,
+                                      .count = small,
+                                      .dtype = ncclFloat32,
+                                      .esize = 4,
+                                      .sendbuf = "",
+                                      .recvbuf = NULL };
             const struct zn_algo *sel = zn_algo_select(&ctx, &a, NULL);
             ZT_ASSERT(sel);
             ZT_EQ_STR(sel->name, "rd");

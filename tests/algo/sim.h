@@ -18,6 +18,7 @@
 #define ZN_TESTS_ALGO_SIM_H
 
 #include "algo/algo.h"
+#include "exec/reduce.h"
 
 #include <stddef.h>
 

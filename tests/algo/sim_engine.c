@@ -29,7 +29,7 @@ struct sim {
 
 static const char *kind_name(int k)
 {
-    static const char *names[] = {"SEND", "RECV", "WAIT", "COPY", "REDUCE", "POST"};
+    static const char *names[] = { "SEND", "RECV", "WAIT", "COPY", "REDUCE", "POST" };
     return k >= 0 && k <= ZN_STEP_POST ? names[k] : "?";
 }
 
@@ -75,13 +75,13 @@ static int writable(const struct sim *s, int r, const void *p, size_t len)
     return inside(p, len, m->wr, m->wr_bytes) || inside(p, len, x->scratch, x->plan.scratch_size);
 }
 
-#define BAD(...)                                                                                   \
-    do {                                                                                           \
-        fprintf(stderr, "  sim: %s rank %d round %ld step %d: ", s->algo->name, r, x->nround, i);  \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fprintf(stderr, "\n");                                                                     \
-        print_round(s, r);                                                                         \
-        return -1;                                                                                 \
+#define BAD(...)                                                                                  \
+    do {                                                                                          \
+        fprintf(stderr, "  sim: %s rank %d round %ld step %d: ", s->algo->name, r, x->nround, i); \
+        fprintf(stderr, __VA_ARGS__);                                                             \
+        fprintf(stderr, "\n");                                                                    \
+        print_round(s, r);                                                                        \
+        return -1;                                                                                \
     } while (0)
 
 /* Checks a freshly generated round and posts its messages. */
@@ -174,8 +174,10 @@ static int match_sends(struct sim *s, int r)
             if (rv->kind != ZN_STEP_RECV || rv->peer != r || y->done[j] || y->seq[j] != x->seq[i])
                 continue;
             if (rv->n != st->n) {
-                fprintf(stderr, "  sim: %s message %d -> %d #%" PRIu64 ": %zu bytes sent, %zu "
-                        "expected\n", s->algo->name, r, (int)st->peer, x->seq[i], st->n, rv->n);
+                fprintf(stderr,
+                        "  sim: %s message %d -> %d #%" PRIu64 ": %zu bytes sent, %zu "
+                        "expected\n",
+                        s->algo->name, r, (int)st->peer, x->seq[i], st->n, rv->n);
                 print_round(s, r);
                 print_round(s, st->peer);
                 return -1;
@@ -231,7 +233,7 @@ static int pass(struct sim *s, const int *order)
 int sim_run(const struct zn_algo *algo, int n, const int *ring, int nhosts, size_t chunk,
             const struct zn_coll_args *args, const struct sim_mem *mem, struct sim_stats *stats)
 {
-    struct sim sim = {.algo = algo, .n = n, .mem = mem, .stats = stats};
+    struct sim sim = { .algo = algo, .n = n, .mem = mem, .stats = stats };
     struct sim *s = &sim;
     int rc = -1, *order = calloc((size_t)n, sizeof(int));
     s->rs = calloc((size_t)n, sizeof(*s->rs));
@@ -240,8 +242,12 @@ int sim_run(const struct zn_algo *algo, int n, const int *ring, int nhosts, size
     int cap = zn_round_step_capacity(n), scap = zn_round_src_capacity(n);
     for (int r = 0; r < n; r++) {
         struct rank_state *x = &s->rs[r];
-        x->ctx = (struct zn_algo_ctx){.rank = r, .nranks = n, .nhosts = nhosts, .ring = ring,
-                                      .chunk_size = chunk, .shm_transport = 1};
+        x->ctx = (struct zn_algo_ctx){ .rank = r,
+                                       .nranks = n,
+                                       .nhosts = nhosts,
+                                       .ring = ring,
+                                       .chunk_size = chunk,
+                                       .shm_transport = 1 };
         for (int i = 0; i < n; i++)
             if (ring[i] == r) x->ctx.ring_pos = i;
         x->round.cap = cap;
@@ -261,8 +267,9 @@ int sim_run(const struct zn_algo *algo, int n, const int *ring, int nhosts, size
         size_t sb = algo->scratch(&x->ctx, &args[r]);
         x->scratch = sb ? malloc(sb) : NULL;
         if (sb) memset(x->scratch, 0xa5, sb); /* garbage, never zeros */
-        x->plan = (struct zn_plan){.algo = algo, .ctx = &x->ctx, .a = args[r],
-                                   .scratch = x->scratch, .scratch_size = sb};
+        x->plan = (struct zn_plan){
+            .algo = algo, .ctx = &x->ctx, .a = args[r], .scratch = x->scratch, .scratch_size = sb
+        };
         algo->start(&x->plan);
     }
     /* The order of the ranks in a pass changes from pass to pass (a fixed shuffle), so no

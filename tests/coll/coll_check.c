@@ -43,32 +43,51 @@ static long checks, failures;
     } while (0)
 
 /* --- inputs and reference ----------------------------------------------------------------- */
+/*
+ * Reductions: element g (global index across blocks) of rank r is a small integer picked by a
+ * hash of (r, g mod PERIOD); results are then periodic in g, so the reference is computed for
+ * PERIOD elements and outputs of any length (2^31 and more) are checked against it quickly.
+ * Data movement (broadcast, gather, ...): bytes (r*31 + k) mod 251, which differ for every
+ * rank and every offset, so a block landing in the wrong place is caught.
+ */
+#define PERIOD 61
+#define BYTE_PERIOD 251
 
 static int is_unsigned(ncclDataType_t t)
 {
     return t == ncclUint8 || t == ncclUint32 || t == ncclUint64;
 }
 
-/* Input element i of rank r for op (and block b for blocked collectives: i is global). */
-static double input(int r, size_t i, ncclDataType_t t, int op)
+static uint32_t mix(int r, size_t g)
+{
+    uint32_t h = (uint32_t)(r * 0x9e3779b1u) ^ (uint32_t)((g % PERIOD) * 0x85ebca6bu);
+    h ^= h >> 15;
+    h *= 0x2c1b3c6du;
+    h ^= h >> 12;
+    return h;
+}
+
+static double input(int r, size_t g, ncclDataType_t t, int op)
 {
     int sgn = !is_unsigned(t);
+    uint32_t h = mix(r, g);
     switch (op) {
-    case O_PROD: {
-        if ((r + i) % 4 == 0) return 2;
-        if (sgn && (r * 3 + i) % 5 == 0) return -1;
-        return 1;
-    }
+    case O_PROD: return h % 8 == 0 ? 2 : (sgn && h % 8 == 1) ? -1 : 1;
     case O_MAX:
-    case O_MIN: return (double)((r * 5 + (long)i * 7) % 9) - (sgn ? 4 : 0);
-    default: return (double)((r * 7 + (long)i * 3 + 1) % 3) - (sgn ? 1 : 0);
+    case O_MIN: return (double)(h % 9) - (sgn ? 4 : 0);
+    default: return (double)(h % 3) - (sgn ? 1 : 0);
     }
+}
+
+static uint8_t move_byte(int r, size_t k)
+{
+    return (uint8_t)(((size_t)r * 31 + k) % BYTE_PERIOD);
 }
 
 static double premul_scalar(int r, ncclDataType_t t)
 {
     if (t == ncclFloat8e4m3 || t == ncclFloat8e5m2) return r % 2 ? -1 : 1;
-    if (is_unsigned(t) || !tt_is_float(t)) return r % 2 ? 2 : 1;
+    if (!tt_is_float(t)) return r % 2 ? 2 : 1;
     return r % 2 ? 2 : 0.5;
 }
 
@@ -95,51 +114,36 @@ static double int_value(ncclDataType_t t, uint64_t v)
     }
 }
 
-/* The reduced value of element i over all ranks; *tol is the allowed error. */
-static double reduce_ref(size_t i, ncclDataType_t t, int op, double *tol)
+/* The reduced value of global element g over all ranks; *tol is the allowed error. */
+static double reduce_ref(size_t g, ncclDataType_t t, int op, double *tol)
 {
     *tol = 0;
+    int premul = op == O_PREMUL_IMM || op == O_PREMUL_DEV;
     if (!tt_is_float(t)) {
         uint64_t acc = 0;
         for (int r = 0; r < nranks; r++) {
-            double x = input(r, i, t, op);
-            if (op == O_PREMUL_IMM || op == O_PREMUL_DEV) x *= premul_scalar(r, t);
+            double x = input(r, g, t, op) * (premul ? premul_scalar(r, t) : 1);
             uint64_t v = (uint64_t)(int64_t)x;
-            if (r == 0) {
-                acc = v;
-                continue;
-            }
             double a = int_value(t, acc);
-            switch (op) {
-            case O_PROD: acc = acc * v; break;
-            case O_MAX: acc = x > a ? v : acc; break;
-            case O_MIN: acc = x < a ? v : acc; break;
-            default: acc = acc + v; break;
-            }
+            if (r == 0) acc = v;
+            else if (op == O_PROD) acc = acc * v;
+            else if (op == O_MAX) acc = x > a ? v : acc;
+            else if (op == O_MIN) acc = x < a ? v : acc;
+            else acc = acc + v;
         }
         double s = int_value(t, acc);
-        if (op == O_AVG) {
-            /* C division truncates toward zero, on the wrapped sum. */
-            int64_t sv = (int64_t)s;
-            return (double)(sv / nranks);
-        }
-        return s;
+        /* ncclAvg on integers: C division (toward zero) of the wrapped sum. */
+        return op == O_AVG ? (double)((int64_t)s / nranks) : s;
     }
     double acc = 0, mag = 0;
     for (int r = 0; r < nranks; r++) {
-        double x = input(r, i, t, op);
-        if (op == O_PREMUL_IMM || op == O_PREMUL_DEV) x *= premul_scalar(r, t);
+        double x = input(r, g, t, op) * (premul ? premul_scalar(r, t) : 1);
         mag += fabs(x);
-        if (r == 0) {
-            acc = x;
-            continue;
-        }
-        switch (op) {
-        case O_PROD: acc *= x; break;
-        case O_MAX: acc = x > acc ? x : acc; break;
-        case O_MIN: acc = x < acc ? x : acc; break;
-        default: acc += x; break;
-        }
+        if (r == 0) acc = x;
+        else if (op == O_PROD) acc *= x;
+        else if (op == O_MAX) acc = x > acc ? x : acc;
+        else if (op == O_MIN) acc = x < acc ? x : acc;
+        else acc += x;
     }
     if (op == O_AVG) {
         acc /= nranks;
@@ -148,20 +152,36 @@ static double reduce_ref(size_t i, ncclDataType_t t, int op, double *tol)
     return acc;
 }
 
-/* --- one check ---------------------------------------------------------------------------- */
-
-struct bufs {
-    void *send, *recv;
-    size_t send_elems, recv_elems;
-};
-
-static void fill_input(void *buf, size_t n, ncclDataType_t t, int op, int r, size_t base)
+/* Replicate the first `period` elements of buf over all n elements. */
+static void replicate(uint8_t *buf, size_t n, size_t period, size_t es)
 {
-    for (size_t i = 0; i < n; i++)
-        if (tt_set(t, buf, i, input(r, base + i, t, op)) != 0) {
+    size_t have = n < period ? n : period;
+    while (have < n) {
+        size_t k = have < n - have ? have : n - have;
+        k -= k % period; /* keep the phase */
+        if (k == 0) k = n - have < period ? n - have : period;
+        memcpy(buf + have * es, buf + (have % period) * es, k * es);
+        have += k;
+    }
+}
+
+/* Rank r's input for a reduction, elements [g0, g0+n) of its global index. */
+static void fill_reduce_input(void *buf, size_t n, ncclDataType_t t, int op, int r, size_t g0)
+{
+    size_t m = n < PERIOD ? n : PERIOD;
+    for (size_t i = 0; i < m; i++)
+        if (tt_set(t, buf, i, input(r, g0 + i, t, op)) != 0) {
             fprintf(stderr, "test bug: input not representable\n");
             exit(3);
         }
+    replicate(buf, n, PERIOD, tt_size[t]);
+}
+
+static void fill_move_input(uint8_t *buf, size_t bytes, int r, size_t k0)
+{
+    size_t m = bytes < BYTE_PERIOD ? bytes : BYTE_PERIOD;
+    for (size_t k = 0; k < m; k++) buf[k] = move_byte(r, k0 + k);
+    replicate(buf, bytes, BYTE_PERIOD, 1);
 }
 
 static void fill_garbage(void *buf, size_t bytes)
@@ -169,13 +189,63 @@ static void fill_garbage(void *buf, size_t bytes)
     memset(buf, 0x5b, bytes);
 }
 
-static int mismatch(const char *what, size_t i, double got, double want, double tol)
+static long report(const char *what, size_t i, double got, double want, double tol)
 {
-    if (got == want || fabs(got - want) <= tol || (isnan(got) && isnan(want))) return 0;
     if (verbose || failures < 20)
         fprintf(stderr, "[%d] MISMATCH %s: element %zu = %g, expected %g (tol %g)\n", rank, what,
                 i, got, want, tol);
     return 1;
+}
+
+/* Check n reduced elements at out against the reference for global indices [g0, g0+n). */
+static long check_reduced(const char *what, const void *out, size_t n, ncclDataType_t t, int op,
+                          size_t g0)
+{
+    size_t es = tt_size[t];
+    double want[PERIOD], tol[PERIOD];
+    uint8_t expect[2 * PERIOD * 8];
+    int exact = 1;
+    for (size_t k = 0; k < PERIOD; k++) {
+        want[k] = reduce_ref(g0 + k, t, op, &tol[k]);
+        if (tol[k] > 0 || tt_set(t, expect, k, want[k]) != 0) exact = 0;
+    }
+    long bad = 0;
+    if (exact) {
+        memcpy(expect + PERIOD * es, expect, PERIOD * es);
+        for (size_t i = 0; i < n; i += PERIOD) {
+            size_t m = n - i < PERIOD ? n - i : PERIOD;
+            if (memcmp((const uint8_t *)out + i * es, expect, m * es) == 0) continue;
+            for (size_t k = 0; k < m && bad < 5; k++) {
+                double got = tt_get(t, out, i + k);
+                if (got != want[k] && !(isnan(got) && isnan(want[k])))
+                    bad += report(what, i + k, got, want[k], 0);
+            }
+            if (!bad) bad = 1; /* same value, other bits (e.g. -0 vs +0) */
+        }
+        return bad;
+    }
+    for (size_t i = 0; i < n && bad < 5; i++) {
+        double got = tt_get(t, out, i), w = want[i % PERIOD], tl = tol[i % PERIOD];
+        if (got != w && !(fabs(got - w) <= tl))
+            bad += report(what, i, got, w, tl);
+    }
+    return bad;
+}
+
+/* Check moved bytes: out[k] for k in [0, bytes) must be rank r's byte at offset k0 + k. */
+static long check_moved(const char *what, const uint8_t *out, size_t bytes, int r, size_t k0)
+{
+    uint8_t expect[2 * BYTE_PERIOD];
+    for (size_t k = 0; k < 2 * BYTE_PERIOD; k++) expect[k] = move_byte(r, k0 + k);
+    for (size_t i = 0; i < bytes; i += BYTE_PERIOD) {
+        size_t m = bytes - i < BYTE_PERIOD ? bytes - i : BYTE_PERIOD;
+        if (memcmp(out + i, expect + (i % BYTE_PERIOD), m) != 0) {
+            for (size_t k = 0; k < m; k++)
+                if (out[i + k] != expect[(i + k) % BYTE_PERIOD])
+                    return report(what, i + k, out[i + k], expect[(i + k) % BYTE_PERIOD], 0);
+        }
+    }
+    return 0;
 }
 
 static ncclRedOp_t make_op(int op, ncclDataType_t t, void *scalar_store)
@@ -198,29 +268,33 @@ static ncclRedOp_t make_op(int op, ncclDataType_t t, void *scalar_store)
     return h;
 }
 
-/* Run coll once and check this rank's output. Returns the number of wrong elements. */
+static int inplace_only;
+
+/* Run coll once and check this rank's output. Returns the number of wrong elements found. */
 static long run_one(int coll, ncclDataType_t t, int op, size_t count, int root, int inplace)
 {
-    size_t es = tt_size[t], n = (size_t)nranks;
+    size_t es = tt_size[t], n = (size_t)nranks, cb = count * es;
     int blocked_send = coll == C_REDUCESCATTER || coll == C_ALLTOALL ||
                        (coll == C_SCATTER && rank == root);
     int blocked_recv = coll == C_ALLGATHER || coll == C_ALLTOALL ||
                        (coll == C_GATHER && rank == root);
-    size_t send_elems = blocked_send ? count * n : count;
-    size_t recv_elems = blocked_recv ? count * n : count;
-    size_t big = (send_elems > recv_elems ? send_elems : recv_elems);
-    uint8_t *mem = malloc(2 * big * es + 64);
-    uint8_t *send = mem, *recv = mem + big * es + 32;
-    fill_garbage(mem, 2 * big * es + 64);
-    int opk = coll_reduces[coll] ? op : O_SUM;
-
-    /* Inputs: element index is global across blocks for blocked sends. */
-    if (coll == C_REDUCESCATTER || coll == C_ALLTOALL || (coll == C_SCATTER && rank == root))
-        fill_input(send, send_elems, t, opk, rank, 0);
+    size_t send_bytes = blocked_send ? cb * n : cb, recv_bytes = blocked_recv ? cb * n : cb;
+    /* Buffers carry guard bytes on both sides. */
+    uint8_t *smem = malloc(send_bytes + 128), *rmem = NULL;
+    uint8_t *send = smem + 64, *recv = NULL;
+    fill_garbage(smem, send_bytes + 128);
+    int in_place_same = inplace && (coll == C_ALLREDUCE || coll == C_BROADCAST || coll == C_REDUCE);
+    if (!in_place_same) {
+        rmem = malloc(recv_bytes + 128);
+        recv = rmem + 64;
+        fill_garbage(rmem, recv_bytes + 128);
+    }
+    int reduces = coll_reduces[coll];
+    if (reduces)
+        fill_reduce_input(send, send_bytes / es, t, op, rank, 0);
     else
-        fill_input(send, count, t, opk, rank, coll == C_ALLGATHER || coll == C_GATHER ? 0 : 0);
+        fill_move_input(send, send_bytes, rank, 0);
 
-    /* In-place layouts (NCCL's definitions). */
     void *sb = send, *rb = recv;
     if (inplace) {
         switch (coll) {
@@ -228,24 +302,24 @@ static long run_one(int coll, ncclDataType_t t, int op, size_t count, int root, 
         case C_BROADCAST:
         case C_REDUCE: rb = sb; break;
         case C_ALLGATHER:
-            memcpy(recv + (size_t)rank * count * es, send, count * es);
-            sb = recv + (size_t)rank * count * es;
+            memcpy(recv + (size_t)rank * cb, send, cb);
+            sb = recv + (size_t)rank * cb;
             break;
-        case C_REDUCESCATTER: rb = send + (size_t)rank * count * es; break;
+        case C_REDUCESCATTER: rb = send + (size_t)rank * cb; break;
         case C_GATHER:
             if (rank == root) {
-                memcpy(recv + (size_t)root * count * es, send, count * es);
-                sb = recv + (size_t)root * count * es;
+                memcpy(recv + (size_t)root * cb, send, cb);
+                sb = recv + (size_t)root * cb;
             }
             break;
         case C_SCATTER:
-            if (rank == root) rb = send + (size_t)root * count * es;
+            if (rank == root) rb = send + (size_t)root * cb;
             break;
         default: break;
         }
     }
     uint64_t scalar_store[2];
-    ncclRedOp_t h = coll_reduces[coll] ? make_op(op, t, scalar_store) : ncclSum;
+    ncclRedOp_t h = reduces ? make_op(op, t, scalar_store) : ncclSum;
     switch (coll) {
     case C_ALLREDUCE: NCCLCHECK(ncclAllReduce(sb, rb, count, t, h, comm, NULL)); break;
     case C_BROADCAST: NCCLCHECK(ncclBroadcast(sb, rb, count, t, root, comm, NULL)); break;
@@ -260,51 +334,41 @@ static long run_one(int coll, ncclDataType_t t, int op, size_t count, int root, 
 
     char what[160];
     snprintf(what, sizeof(what), "%s %s %s count %zu root %d %s", coll_names[coll], tt_names[t],
-             coll_reduces[coll] ? op_names[op] : "-", count, root, inplace ? "in-place" : "out-of-place");
+             reduces ? op_names[op] : "-", count, root, inplace ? "in-place" : "out-of-place");
     long bad = 0;
-    double tol;
+    const uint8_t *out = rb;
     switch (coll) {
-    case C_ALLREDUCE:
+    case C_ALLREDUCE: bad = check_reduced(what, out, count, t, op, 0); break;
     case C_REDUCE:
-        if (coll == C_REDUCE && rank != root) break;
-        for (size_t i = 0; i < count; i++) {
-            double want = reduce_ref(i, t, op, &tol);
-            bad += mismatch(what, i, tt_get(t, rb, i), want, tol);
-        }
+        if (rank == root) bad = check_reduced(what, out, count, t, op, 0);
         break;
-    case C_BROADCAST:
-        for (size_t i = 0; i < count; i++)
-            bad += mismatch(what, i, tt_get(t, rb, i), input(root, i, t, O_SUM), 0);
-        break;
+    case C_REDUCESCATTER: bad = check_reduced(what, out, count, t, op, (size_t)rank * count); break;
+    case C_BROADCAST: bad = check_moved(what, out, cb, root, 0); break;
     case C_ALLGATHER:
-        for (size_t i = 0; i < count * n; i++)
-            bad += mismatch(what, i, tt_get(t, rb, i), input((int)(i / count), i % count, t, O_SUM), 0);
-        break;
-    case C_REDUCESCATTER:
-        for (size_t i = 0; i < count; i++) {
-            double want = reduce_ref((size_t)rank * count + i, t, op, &tol);
-            bad += mismatch(what, i, tt_get(t, rb, i), want, tol);
-        }
+    case C_GATHER:
+        if (coll == C_GATHER && rank != root) break;
+        for (int j = 0; j < nranks && !bad; j++) bad = check_moved(what, out + j * cb, cb, j, 0);
         break;
     case C_ALLTOALL:
-        for (size_t i = 0; i < count * n; i++) {
-            int src = (int)(i / count);
-            bad += mismatch(what, i, tt_get(t, rb, i),
-                            input(src, (size_t)rank * count + i % count, t, O_SUM), 0);
-        }
+        for (int j = 0; j < nranks && !bad; j++)
+            bad = check_moved(what, out + j * cb, cb, j, (size_t)rank * cb);
         break;
-    case C_GATHER:
-        if (rank != root) break;
-        for (size_t i = 0; i < count * n; i++)
-            bad += mismatch(what, i, tt_get(t, rb, i), input((int)(i / count), i % count, t, O_SUM), 0);
-        break;
-    case C_SCATTER:
-        for (size_t i = 0; i < count; i++)
-            bad += mismatch(what, i, tt_get(t, rb, i),
-                            input(root, (size_t)rank * count + i, t, O_SUM), 0);
-        break;
+    case C_SCATTER: bad = check_moved(what, out, cb, root, (size_t)rank * cb); break;
     }
-    free(mem);
+    /* Nothing may be written outside the output. */
+    uint8_t *mems[2] = {smem, rmem};
+    size_t sizes[2] = {send_bytes, recv_bytes};
+    for (int m = 0; m < 2; m++) {
+        if (!mems[m]) continue;
+        for (int k = 0; k < 64; k++)
+            if (mems[m][k] != 0x5b || mems[m][64 + sizes[m] + k] != 0x5b) {
+                fprintf(stderr, "[%d] %s: wrote outside its buffers\n", rank, what);
+                bad++;
+                break;
+            }
+    }
+    free(smem);
+    free(rmem);
     checks++;
     if (bad) failures++;
     return bad;
@@ -368,8 +432,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) ops = argv[++i];
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) counts_arg = argv[++i];
         else if (!strcmp(argv[i], "-v")) verbose = 1;
+        else if (!strcmp(argv[i], "-i")) inplace_only = 1;
         else {
-            fprintf(stderr, "usage: coll_check [-c colls] [-t types] [-o ops] [-n counts] [-v]\n");
+            fprintf(stderr, "usage: coll_check [-c colls] [-t types] [-o ops] [-n counts] [-i] [-v]\n");
             return 2;
         }
     }
@@ -402,7 +467,7 @@ int main(int argc, char **argv)
                     int roots[3] = {0, nranks - 1, nranks / 2};
                     for (int ri = 0; ri < (coll_rooted[c] ? 3 : 1); ri++) {
                         if (ri && roots[ri] == roots[ri - 1]) continue;
-                        for (int inplace = 0; inplace < 2; inplace++) {
+                        for (int inplace = inplace_only; inplace < 2; inplace++) {
                             if (c == C_ALLTOALL && inplace) continue;
                             run_one(c, (ncclDataType_t)t, op, counts[k], roots[ri], inplace);
                         }
@@ -411,7 +476,7 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (in_list(colls, "allreduce")) {
+    if (in_list(colls, "allreduce") && !inplace_only) {
         ncclDataType_t ft[] = {ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64};
         for (int i = 0; i < 4; i++)
             if (in_list(types, tt_names[ft[i]])) check_identical(ft[i], 100003);

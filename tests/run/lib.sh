@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: the variables are used by the tests
 # Helpers shared by the zinc-run tests. A test sources this file with the path of zinc-run as its
 # first argument; it gets $ZR, a private temporary directory $TMP and the functions below.
 export LC_ALL=C
@@ -33,9 +34,9 @@ run_zr() {
     ELAPSED_MS=$(($(now_ms) - t0))
 }
 
-# wait_for_files N: wait (up to 10 s) until N ranks have touched $TMP/ready.RANK.
+# wait_for_files N: wait (up to 20 s) until N ranks have touched $TMP/ready.RANK.
 wait_for_files() {
-    for _ in $(seq 200); do
+    for _ in $(seq 400); do
         (($(find "$TMP" -name 'ready.*' | wc -l) >= $1)) && return 0
         sleep 0.05
     done
@@ -43,9 +44,9 @@ wait_for_files() {
 }
 
 # expect_gone PATTERN: no process matching PATTERN is left (signals take a moment to land on
-# processes that zinc-run does not reap itself, so allow up to 3 s).
+# processes that zinc-run does not reap itself, so allow up to 10 s on a busy machine).
 expect_gone() {
-    for _ in $(seq 60); do
+    for _ in $(seq 200); do
         pgrep -f -- "$1" >/dev/null || return 0
         sleep 0.05
     done

@@ -9,10 +9,10 @@ if (($(ulimit -Hn) < 2200)); then
     exit 77
 fi
 
-ulimit -Sn 256
-run_zr -n 200 --tag-output sh -c 'ulimit -Sn'
-expect_eq "$RC" 0 "exit status with 200 tagged ranks under a limit of 256"
-expect_eq "$(sed 's|^\[[0-9]*\] ||' "$TMP/out" | sort | uniq -c | awk '{print $1, $2}')" "200 256" \
+ulimit -Sn 128
+run_zr -n 100 --tag-output sh -c 'ulimit -Sn'
+expect_eq "$RC" 0 "exit status with 100 tagged ranks under a limit of 128"
+expect_eq "$(sed 's|^\[[0-9]*\] ||' "$TMP/out" | sort | uniq -c | awk '{print $1, $2}')" "100 128" \
     "the ranks' fd limit"
 
 ulimit -Sn 1024

@@ -516,6 +516,27 @@ ZT_TEST(reduce2_all_types_ops)
     ZT_EQ_INT(bad, 0);
 }
 
+/* The recursive-doubling allreduce (src/algo/rd.c) relies on a op b and b op a giving the same
+ * bits, NaN results included, so that both partners of an exchange end with identical vectors. */
+ZT_TEST(reduce2_commutative_bits)
+{
+    const size_t count = 3001;
+    for (int ti = 0; ti < NTYPES; ti++) {
+        ncclDataType_t t = ALL_TYPES[ti];
+        size_t sz = zn_dtype_size(t);
+        void *a = random_buf(t, count), *b = random_buf(t, count);
+        void *ab = malloc(count * sz), *ba = malloc(count * sz);
+        int bad_op = -1;
+        for (int op = 0; op < ZN_RED_COUNT && bad_op < 0; op++) {
+            zn_reduce2(t, (enum zn_red)op, ab, a, b, count);
+            zn_reduce2(t, (enum zn_red)op, ba, b, a, count);
+            if (memcmp(ab, ba, count * sz) != 0) bad_op = op;
+        }
+        free(a), free(b), free(ab), free(ba);
+        if (bad_op >= 0) ZT_FAIL("%s %s is not commutative", zn_dtype_name(t), OP_NAME[bad_op]);
+    }
+}
+
 /* Values the random data rarely hits: wrap-around, NaN, signed zeros, saturation. */
 ZT_TEST(reduce2_special_values)
 {
@@ -822,6 +843,6 @@ ZT_TEST(count_above_2g)
 ZT_MAIN(ZT_CASE(dtype_info), ZT_CASE(half_table), ZT_CASE(bf16_table), ZT_CASE(e4m3_table),
         ZT_CASE(e5m2_table), ZT_CASE(exhaustive_roundtrip), ZT_CASE(encode_vs_reference),
         ZT_CASE(half_vs_compiler_float16), ZT_CASE(reduce2_all_types_ops),
-        ZT_CASE(reduce2_special_values), ZT_CASE(reduce_n_equals_chain),
-        ZT_CASE(reduce_n_repeated_source), ZT_CASE(scale_all_types), ZT_CASE(divide_int),
-        ZT_CASE(from_to_double), ZT_CASE(count_above_2g))
+        ZT_CASE(reduce2_commutative_bits), ZT_CASE(reduce2_special_values),
+        ZT_CASE(reduce_n_equals_chain), ZT_CASE(reduce_n_repeated_source), ZT_CASE(scale_all_types),
+        ZT_CASE(divide_int), ZT_CASE(from_to_double), ZT_CASE(count_above_2g))

@@ -1,0 +1,367 @@
+/*
+ * boot_stray: stray connections must not disturb the bootstrap. Run under zinc-run (3+ ranks):
+ *
+ *   zinc-run -n 3 boot_stray
+ *
+ * 1. Before init. Rank 0 starts the root (inside zn_boot_init) while a thread of its own opens
+ *    raw TCP connections to the root's address (ZINC_COMM_ID) and sends what a stranger might:
+ *    a header with a wrong magic, random garbage, huge lengths, unknown types, a malformed
+ *    HELLO, part of a header, or nothing at all. The other ranks join 2.5 s later. Init must
+ *    succeed, an allgather must be right, and rank 0's log (ZINC_DEBUG=WARN on stderr, which
+ *    this program captures) must show that the root closed each offending connection.
+ * 2. After init. Every rank sends the same strays to the next rank's own bootstrap listener
+ *    (zn_boot_peer_addr); the following barrier, send/recv and allgather must be right, the
+ *    offending connections must be closed and the victim's log must say so.
+ */
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/launcher.h"
+#include "bootstrap/wire.h"
+#include "util/clock.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int rank, nranks;
+static int failures;
+static FILE *report; /* the real stderr: fd 2 goes to the captured log */
+static void dump_log(void);
+
+#define CHECK_OK(call)                                                                             \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) {                                                                   \
+            fprintf(report, "[%d] %s:%d %s failed: %d\n", rank, __FILE__, __LINE__, #call,         \
+                    (int)r_);                                                                      \
+            dump_log();                                                                            \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(report, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__);                        \
+            fprintf(report, __VA_ARGS__);                                                          \
+            fprintf(report, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* --- the captured log ------------------------------------------------------------------- */
+
+static char log_path[64];
+static int real_stderr = -1;
+
+static void capture_log(void)
+{
+    snprintf(log_path, sizeof(log_path), "/tmp/zinc-boot-stray-XXXXXX");
+    int fd = mkstemp(log_path);
+    if (fd < 0) {
+        perror("mkstemp");
+        exit(2);
+    }
+    unlink(log_path);
+    real_stderr = dup(2);
+    report = fdopen(real_stderr, "w");
+    setvbuf(report, NULL, _IONBF, 0);
+    dup2(fd, 2);
+    close(fd);
+}
+
+/* The log so far, NUL-terminated (caller frees). */
+static char *read_log(void)
+{
+    off_t len = lseek(2, 0, SEEK_END);
+    char *s = malloc((size_t)len + 1);
+    ssize_t n = pread(2, s, (size_t)len, 0);
+    s[n > 0 ? n : 0] = 0;
+    return s;
+}
+
+static void dump_log(void)
+{
+    char *s = read_log();
+    fprintf(report, "[%d] --- captured library log ---\n%s[%d] --- end of log ---\n", rank, s,
+            rank);
+    free(s);
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+/* --- stray connections ------------------------------------------------------------------ */
+
+enum expect { QUIET, WRONG_MAGIC, TOO_LONG, BAD_TYPE, BAD_HELLO };
+
+struct stray {
+    const char *what;
+    enum expect logs; /* what the server must log when it closes it */
+    int fd;
+};
+
+static struct stray strays[] = {
+    {"header with a wrong magic", WRONG_MAGIC, -1},
+    {"200 bytes of random garbage", WRONG_MAGIC, -1},
+    {"wrong magic announcing 2^62 bytes", WRONG_MAGIC, -1},
+    {"right magic, wrong version", WRONG_MAGIC, -1},
+    {"right magic HELLO announcing 2^40 bytes", TOO_LONG, -1},
+    {"right magic, unknown frame type", BAD_TYPE, -1},
+    {"right magic HELLO with rank >= nranks", BAD_HELLO, -1},
+    {"connects and sends nothing", QUIET, -1},
+    {"10 bytes of a header, then nothing", QUIET, -1},
+    {"HELLO header and 20 of its 48 payload bytes", QUIET, -1},
+    {"connects and closes at once", QUIET, -1},
+};
+#define NSTRAYS ((int)(sizeof(strays) / sizeof(strays[0])))
+
+static int connect_to(const union zn_sockaddr *a, int retry_ms)
+{
+    int64_t deadline = zn_now_ns() + (int64_t)retry_ms * 1000000;
+    for (;;) {
+        int fd = socket(a->sa.sa_family, SOCK_STREAM, 0);
+        if (fd >= 0 && connect(fd, &a->sa, zn_sockaddr_len(a)) == 0) return fd;
+        int err = errno;
+        if (fd >= 0) close(fd);
+        if (err != ECONNREFUSED || zn_now_ns() > deadline) {
+            fprintf(report, "[%d] cannot connect a stray: %s\n", rank, strerror(err));
+            exit(2);
+        }
+        usleep(2000);
+    }
+}
+
+static void send_bytes(int fd, const void *p, size_t n)
+{
+    if (send(fd, p, n, MSG_NOSIGNAL) != (ssize_t)n)
+        fprintf(report, "[%d] stray send of %zu bytes: %s\n", rank, n, strerror(errno));
+}
+
+static void send_frame(int fd, uint32_t type, uint32_t version, uint64_t magic, uint64_t len,
+                       const void *payload, size_t n)
+{
+    struct zn_boot_frame f = {.type = type, .version = version, .magic = magic, .len = len};
+    uint8_t buf[256];
+    memcpy(buf, &f, sizeof(f));
+    memcpy(buf + sizeof(f), payload, n);
+    send_bytes(fd, buf, sizeof(f) + n);
+}
+
+/* Open every stray connection to a and send its bytes. magic is the job's. */
+static void open_strays(const union zn_sockaddr *a, uint64_t magic, int retry_ms)
+{
+    struct zn_boot_hello h;
+    zn_boot_hello_encode(&h, 5, 2, ZN_HELLO_ROOT, a);
+    uint8_t garbage[200];
+    uint32_t x = 12345u + (uint32_t)rank;
+    for (size_t i = 0; i < sizeof(garbage); i++) {
+        x = x * 1103515245u + 12345u;
+        garbage[i] = (uint8_t)(x >> 16);
+    }
+    for (int i = 0; i < NSTRAYS; i++) {
+        int fd = strays[i].fd = connect_to(a, retry_ms);
+        switch (i) {
+        case 0: send_frame(fd, ZN_BOOT_HELLO, ZN_BOOT_VERSION, magic ^ 0x5a5a, 48, &h, 48); break;
+        case 1: send_bytes(fd, garbage, sizeof(garbage)); break;
+        case 2: send_frame(fd, ZN_BOOT_HELLO, ZN_BOOT_VERSION, ~magic, 1ull << 62, NULL, 0); break;
+        case 3: send_frame(fd, ZN_BOOT_HELLO, 99, magic, 48, &h, 48); break;
+        case 4: send_frame(fd, ZN_BOOT_HELLO, ZN_BOOT_VERSION, magic, 1ull << 40, NULL, 0); break;
+        case 5: send_frame(fd, 77, ZN_BOOT_VERSION, magic, 8, garbage, 8); break;
+        case 6: send_frame(fd, ZN_BOOT_HELLO, ZN_BOOT_VERSION, magic, 48, &h, 48); break;
+        case 7: break;
+        case 8: {
+            struct zn_boot_frame f = {ZN_BOOT_HELLO, ZN_BOOT_VERSION, magic, 48};
+            send_bytes(fd, &f, 10);
+            break;
+        }
+        case 9: send_frame(fd, ZN_BOOT_HELLO, ZN_BOOT_VERSION, magic, 48, &h, 20); break;
+        case 10:
+            close(fd);
+            strays[i].fd = -1;
+            break;
+        }
+    }
+}
+
+/* Wait until the server closed every stray that it must close (up to ms). Returns how many
+ * are still open. */
+static int wait_closed(int ms, int all)
+{
+    int64_t deadline = zn_now_ns() + (int64_t)ms * 1000000;
+    int open;
+    do {
+        open = 0;
+        for (int i = 0; i < NSTRAYS; i++) {
+            if (strays[i].fd < 0 || (!all && strays[i].logs == QUIET)) continue;
+            struct pollfd p = {.fd = strays[i].fd, .events = POLLIN};
+            char c;
+            if (poll(&p, 1, 0) == 1 && recv(strays[i].fd, &c, 1, MSG_DONTWAIT) <= 0) {
+                close(strays[i].fd);
+                strays[i].fd = -1;
+                continue;
+            }
+            open++;
+        }
+        if (open) usleep(10000);
+    } while (open && zn_now_ns() < deadline);
+    return open;
+}
+
+static void report_open(const char *server, int all)
+{
+    for (int i = 0; i < NSTRAYS; i++)
+        if (strays[i].fd >= 0 && (all || strays[i].logs != QUIET))
+            EXPECT(0, "%s did not close the stray connection that %s", server, strays[i].what);
+}
+
+static void close_strays(void)
+{
+    for (int i = 0; i < NSTRAYS; i++)
+        if (strays[i].fd >= 0) close(strays[i].fd);
+}
+
+/* The server's log must have one closing line per offending stray. */
+static void check_log(const char *log, const char *server, const char *magic_s,
+                      const char *len_s, const char *type_s, const char *hello_s)
+{
+    int want[5] = {0};
+    for (int i = 0; i < NSTRAYS; i++) want[strays[i].logs]++;
+    EXPECT(count(log, magic_s) >= want[WRONG_MAGIC], "%s logged %d \"%s\" lines, want %d",
+           server, count(log, magic_s), magic_s, want[WRONG_MAGIC]);
+    EXPECT(count(log, len_s) >= want[TOO_LONG], "%s logged %d \"%s\" lines, want %d", server,
+           count(log, len_s), len_s, want[TOO_LONG]);
+    EXPECT(count(log, type_s) >= want[BAD_TYPE], "%s logged %d \"%s\" lines, want %d", server,
+           count(log, type_s), type_s, want[BAD_TYPE]);
+    EXPECT(count(log, hello_s) >= want[BAD_HELLO], "%s logged %d \"%s\" lines, want %d", server,
+           count(log, hello_s), hello_s, want[BAD_HELLO]);
+}
+
+/* --- phase 1: the root ------------------------------------------------------------------- */
+
+struct root_attack {
+    union zn_sockaddr root;
+    uint64_t magic;
+    int still_open;
+};
+
+static void *attack_root(void *arg)
+{
+    struct root_attack *a = arg;
+    open_strays(&a->root, a->magic, 10000);
+    /* The others join 2.5 s after start: the root must have dealt with these by then. */
+    a->still_open = wait_closed(2000, 0);
+    return NULL;
+}
+
+static void check_allgather(struct zn_boot *b, int round)
+{
+    int32_t *v = malloc(sizeof(int32_t) * 2 * (size_t)nranks);
+    for (int i = 0; i < 2 * nranks; i++) v[i] = -1;
+    v[2 * rank] = rank;
+    v[2 * rank + 1] = rank * 31 + round;
+    CHECK_OK(zn_boot_allgather(b, v, 2 * sizeof(int32_t)));
+    for (int r = 0; r < nranks; r++)
+        EXPECT(v[2 * r] == r && v[2 * r + 1] == r * 31 + round,
+               "allgather round %d: slot %d holds %d,%d", round, r, v[2 * r], v[2 * r + 1]);
+    free(v);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    setenv("ZINC_DEBUG", "WARN", 1);
+    capture_log();
+    struct zn_launch_info li;
+    zn_launch_info_get(&li);
+    rank = li.rank;
+    nranks = li.nranks;
+    if (nranks < 2) {
+        fprintf(report, "boot_stray needs 2 or more ranks\n");
+        return 2;
+    }
+    ncclUniqueId uid;
+    CHECK_OK(zn_boot_get_unique_id(&uid));
+    struct zn_unique_id id;
+    memcpy(&id, uid.internal, sizeof(id));
+    atomic_int abort_flag = 0;
+    struct zn_boot *b;
+    struct root_attack ra = {.magic = id.magic};
+    pthread_t attacker;
+    if (rank == 0) {
+        memcpy(&ra.root, id.root_addr, sizeof(ra.root));
+        pthread_create(&attacker, NULL, attack_root, &ra);
+    } else {
+        usleep(2500 * 1000);
+    }
+    CHECK_OK(zn_boot_init(&uid, rank, nranks, &abort_flag, &b));
+    if (rank == 0) {
+        pthread_join(attacker, NULL);
+        EXPECT(ra.still_open == 0, "the root had not closed %d offending stray(s) after 2 s",
+               ra.still_open);
+        /* The root exits once everyone joined: every stray is closed then. */
+        wait_closed(5000, 1);
+        report_open("the bootstrap root", 1);
+        char *log = read_log();
+        check_log(log, "the root", "did not present this job's magic",
+                  "message length out of bounds", "Protocol error", "malformed HELLO");
+        free(log);
+    }
+    check_allgather(b, 0);
+    CHECK_OK(zn_boot_barrier(b));
+    /* Log lines from here on are the listener's. */
+    char *before = read_log();
+    size_t log_mark = strlen(before);
+    free(before);
+
+    /* Phase 2: strays against the next rank's listener, then traffic. */
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    open_strays(zn_boot_peer_addr(b, next), zn_boot_magic(b), 0);
+    CHECK_OK(zn_boot_barrier(b));
+    /* A token goes round the ring, each rank holding it 300 ms: so every rank waits in
+     * zn_boot_recv for a while, serving its listener (and the strays) meanwhile. */
+    uint64_t out[512], in[512];
+    for (int i = 0; i < 512; i++) out[i] = (uint64_t)rank << 32 | (uint64_t)i;
+    if (rank != 0) CHECK_OK(zn_boot_recv(b, prev, 42, in, sizeof(in)));
+    usleep(300 * 1000);
+    CHECK_OK(zn_boot_send(b, next, 42, out, sizeof(out)));
+    if (rank == 0) CHECK_OK(zn_boot_recv(b, prev, 42, in, sizeof(in)));
+    for (int i = 0; i < 512; i++)
+        if (in[i] != ((uint64_t)prev << 32 | (uint64_t)i)) {
+            EXPECT(0, "message from rank %d wrong at word %d", prev, i);
+            break;
+        }
+    check_allgather(b, 1);
+    CHECK_OK(zn_boot_barrier(b));
+    wait_closed(3000, 0);
+    /* Quiet strays stay open until the listener is destroyed: they cost only a descriptor. */
+    report_open("the next rank's bootstrap listener", 0);
+    CHECK_OK(zn_boot_barrier(b));
+    char *log = read_log();
+    check_log(log + log_mark, "this rank's listener",
+              "closed an incoming connection that did not present this job's magic",
+              "closed an incoming connection: message length out of bounds",
+              "closed an incoming connection: Protocol error",
+              "closed an incoming connection with a malformed HELLO");
+    free(log);
+    check_allgather(b, 2);
+    close_strays();
+    zn_boot_destroy(b);
+    if (failures) {
+        dump_log();
+        fprintf(report, "[%d] boot_stray: %d failure(s)\n", rank, failures);
+        return 1;
+    }
+    if (rank == 0) printf("boot_stray: %d ranks, strays closed and logged, traffic intact\n", nranks);
+    return 0;
+}

@@ -1,0 +1,221 @@
+/* Unit tests of the util layer: parameters, logging helpers, sockets, shared memory. */
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/param.h"
+#include "util/shm.h"
+#include "util/sock.h"
+#include "zt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+ZT_TEST(params_parse)
+{
+    int64_t v;
+    ZT_OK(zn_param_parse_size("4M", &v));
+    ZT_EQ_INT(v, 4 << 20);
+    ZT_OK(zn_param_parse_size("512k", &v));
+    ZT_EQ_INT(v, 512 << 10);
+    ZT_OK(zn_param_parse_size("2GB", &v));
+    ZT_EQ_INT(v, 2ll << 30);
+    ZT_OK(zn_param_parse_size("123", &v));
+    ZT_EQ_INT(v, 123);
+    ZT_ASSERT(zn_param_parse_size("12Q", &v) != 0);
+    ZT_ASSERT(zn_param_parse_size("-1", &v) != 0);
+    ZT_ASSERT(zn_param_parse_size("", &v) != 0);
+    ZT_OK(zn_param_parse_bool("yes", &v));
+    ZT_EQ_INT(v, 1);
+    ZT_OK(zn_param_parse_bool("0", &v));
+    ZT_EQ_INT(v, 0);
+    ZT_ASSERT(zn_param_parse_bool("maybe", &v) != 0);
+}
+
+/* Environment beats the config file, the NCCL_ name is a fallback, bad values fall back to
+ * the default. */
+ZT_TEST(params_sources)
+{
+    char path[] = "/tmp/zinc-conf-XXXXXX";
+    int fd = mkstemp(path);
+    ZT_ASSERT(fd >= 0);
+    const char *conf = "# comment\nZINC_CHUNK_SIZE = 64K\nZINC_SPIN=7 # trailing\n"
+                       "NCCL_SOCKET_IFNAME=eth9\nZINC_TIMEOUT=notanumber\n";
+    ZT_ASSERT(write(fd, conf, strlen(conf)) == (ssize_t)strlen(conf));
+    close(fd);
+    setenv("ZINC_CONF_FILE", path, 1);
+    setenv("ZINC_SPIN", "11", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+    unsetenv("ZINC_DEBUG_SUBSYS");
+    zn_params_reload();
+    const struct zn_params *p = zn_params();
+    ZT_EQ_INT(p->chunk_size, 64 << 10);
+    ZT_EQ_INT(p->spin, 11);
+    ZT_EQ_STR(p->socket_ifname, "eth9");
+    ZT_EQ_STR(p->debug_subsys, "INIT");
+    ZT_EQ_INT(p->timeout, 600);
+    const char *origin;
+    ZT_EQ_STR(zn_param_source("ZINC_CHUNK_SIZE", &origin), "64K");
+    ZT_EQ_STR(origin, "file");
+    ZT_EQ_STR(zn_param_source("ZINC_SPIN", &origin), "11");
+    ZT_EQ_STR(origin, "env");
+    ZT_EQ_STR(zn_param_source("ZINC_TIMEOUT", &origin), "600");
+    ZT_EQ_STR(origin, "default");
+    unlink(path);
+    unsetenv("ZINC_CONF_FILE");
+    unsetenv("ZINC_SPIN");
+    unsetenv("NCCL_DEBUG_SUBSYS");
+    zn_params_reload();
+    ZT_EQ_INT(zn_params()->spin, -1);
+    size_t n;
+    const struct zn_param_desc *t = zn_param_table(&n);
+    ZT_ASSERT(n >= 20);
+    for (size_t i = 0; i < n; i++) ZT_ASSERT(t[i].doc && strlen(t[i].doc) > 10);
+}
+
+ZT_TEST(log_helpers)
+{
+    ZT_EQ_INT(zn_log_parse_subsys("INIT"), ZN_INIT);
+    ZT_EQ_INT(zn_log_parse_subsys("INIT,NET"), ZN_INIT | ZN_NET);
+    ZT_EQ_INT(zn_log_parse_subsys("^SHM"), ~(uint32_t)ZN_SHM);
+    ZT_EQ_INT(zn_log_parse_subsys("ALL"), ZN_ALL);
+    ZT_EQ_INT(zn_log_parse_subsys("BOOTSTRAP"), ZN_BOOT);
+    char out[256], host[128] = "";
+    gethostname(host, sizeof(host) - 1);
+    zn_log_expand_path("/tmp/z.%h.%p.log", out, sizeof(out));
+    char want[256];
+    snprintf(want, sizeof(want), "/tmp/z.%s.%d.log", host, (int)getpid());
+    ZT_EQ_STR(out, want);
+    /* ZINC_DEBUG_FILE receives the log. */
+    char path[] = "/tmp/zinc-log-XXXXXX";
+    int fd = mkstemp(path);
+    ZT_ASSERT(fd >= 0);
+    close(fd);
+    setenv("ZINC_DEBUG_FILE", path, 1);
+    setenv("ZINC_DEBUG", "INFO", 1);
+    zn_params_reload();
+    zn_info(ZN_INIT, "hello %d", 42);
+    zn_error(ncclInvalidArgument, ZN_CALL, "bad thing %s", "x");
+    unsetenv("ZINC_DEBUG_FILE");
+    unsetenv("ZINC_DEBUG");
+    zn_params_reload();
+    ZT_EQ_STR(zn_last_error(), "bad thing x");
+    char buf[4096] = "";
+    fd = open(path, O_RDONLY);
+    ssize_t got = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    unlink(path);
+    ZT_ASSERT(got > 0);
+    ZT_ASSERT(strstr(buf, "zinc INFO INIT hello 42") != NULL);
+    ZT_ASSERT(strstr(buf, "zinc WARN CALL bad thing x") != NULL);
+}
+
+ZT_TEST(ifname_rules)
+{
+    ZT_ASSERT(zn_sock_ifname_allowed("", "eth0"));
+    ZT_ASSERT(!zn_sock_ifname_allowed("", "lo"));
+    ZT_ASSERT(!zn_sock_ifname_allowed("", "docker0"));
+    ZT_ASSERT(zn_sock_ifname_allowed("eth", "eth1"));
+    ZT_ASSERT(!zn_sock_ifname_allowed("eth", "ib0"));
+    ZT_ASSERT(zn_sock_ifname_allowed("ib,eth", "eth1"));
+    ZT_ASSERT(!zn_sock_ifname_allowed("^eth", "eth1"));
+    ZT_ASSERT(zn_sock_ifname_allowed("^eth", "ib0"));
+    ZT_ASSERT(zn_sock_ifname_allowed("=eth0", "eth0"));
+    ZT_ASSERT(!zn_sock_ifname_allowed("=eth0", "eth01"));
+    ZT_ASSERT(!zn_sock_ifname_allowed("^=eth0", "eth0"));
+    ZT_ASSERT(zn_sock_ifname_allowed("^=eth0", "eth01"));
+}
+
+ZT_TEST(sockaddr_parse)
+{
+    union zn_sockaddr a;
+    char s[ZN_SOCKADDR_STRLEN];
+    ZT_OK(zn_sockaddr_parse("127.0.0.1:1234", &a));
+    zn_sockaddr_str(&a, s, sizeof(s));
+    ZT_EQ_STR(s, "127.0.0.1:1234");
+    ZT_ASSERT(zn_sockaddr_is_loopback(&a));
+    ZT_OK(zn_sockaddr_parse("[::1]:80", &a));
+    zn_sockaddr_str(&a, s, sizeof(s));
+    ZT_EQ_STR(s, "[::1]:80");
+    ZT_OK(zn_sockaddr_parse("::1:81", &a));
+    ZT_EQ_INT(zn_sockaddr_port(&a), 81);
+    ZT_OK(zn_sockaddr_parse("localhost:99", &a));
+    ZT_EQ_INT(zn_sockaddr_port(&a), 99);
+    ZT_ASSERT(zn_sockaddr_parse("nocolon", &a) != 0);
+    ZT_ASSERT(zn_sockaddr_parse("1.2.3.4:99999", &a) != 0);
+    ZT_ASSERT(zn_sockaddr_parse("1.2.3.4:", &a) != 0);
+}
+
+/* Loopback over IPv4 and IPv6: listen, connect, send and receive with deadlines. */
+static int loop_once(const char *where)
+{
+    union zn_sockaddr a, bound;
+    if (zn_sockaddr_parse(where, &a)) return 1;
+    int l, c, s;
+    if (zn_sock_listen(&a, &l, &bound)) return 2;
+    int64_t dl = zn_now_ns() + 5000000000ll;
+    if (zn_sock_connect(&bound, dl, NULL, &c)) return 3;
+    if (zn_sock_accept(l, dl, NULL, &s)) return 4;
+    char msg[100000], got[100000];
+    for (size_t i = 0; i < sizeof(msg); i++) msg[i] = (char)(i * 7);
+    if (zn_sock_send_all(c, msg, sizeof(msg), dl, NULL)) return 5;
+    if (zn_sock_recv_all(s, got, sizeof(got), dl, NULL)) return 6;
+    if (memcmp(msg, got, sizeof(msg))) return 7;
+    close(c);
+    size_t n;
+    int rc = zn_sock_recv_some(s, got, 1, &n);
+    close(s);
+    close(l);
+    return rc == -EPIPE ? 0 : 8;
+}
+
+ZT_TEST(sock_loopback)
+{
+    ZT_EQ_INT(loop_once("127.0.0.1:0"), 0);
+    if (access("/proc/net/if_inet6", F_OK) == 0) ZT_EQ_INT(loop_once("[::1]:0"), 0);
+    /* A deadline with nothing to accept times out; the abort flag cancels. */
+    union zn_sockaddr a, b;
+    int l, s;
+    ZT_OK(zn_sockaddr_parse("127.0.0.1:0", &a));
+    ZT_OK(zn_sock_listen(&a, &l, &b));
+    ZT_EQ_INT(zn_sock_accept(l, zn_now_ns() + 100000000ll, NULL, &s), -ETIMEDOUT);
+    atomic_int flag = 1;
+    ZT_EQ_INT(zn_sock_accept(l, zn_now_ns() + 5000000000ll, &flag, &s), -ECANCELED);
+    close(l);
+}
+
+ZT_TEST(shm_segments)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "/zn-test-%d", (int)getpid());
+    struct zn_shm_seg a, b, c;
+    ZT_EQ_INT(zn_shm_create(name, 10000, 3, &a), ncclSuccess);
+    struct stat st;
+    char path[128];
+    snprintf(path, sizeof(path), "/dev/shm%s", name);
+    ZT_EQ_INT(stat(path, &st), 0);
+    ZT_EQ_INT(st.st_mode & 0777, 0600);
+    memset(a.base, 0xab, 10000);
+    ZT_EQ_INT(zn_shm_attach(name, 10000, zn_now_ns() + 1000000000ll, NULL, &b), 0);
+    ZT_EQ_INT(((unsigned char *)b.base)[9999], 0xab);
+    ZT_EQ_INT(stat(path, &st), 0); /* 2 of 3 mapped: still there */
+    /* A wrong size is refused. */
+    ZT_EQ_INT(zn_shm_attach(name, 20000, zn_now_ns() + 100000000ll, NULL, &c), -ETIMEDOUT);
+    ZT_EQ_INT(zn_shm_attach(name, 10000, zn_now_ns() + 1000000000ll, NULL, &c), 0);
+    ZT_ASSERT(stat(path, &st) != 0 && errno == ENOENT); /* last mapper unlinked it */
+    ZT_EQ_INT(((unsigned char *)c.base)[0], 0xab);
+    zn_shm_detach(&a);
+    zn_shm_detach(&b);
+    zn_shm_detach(&c);
+    /* Waiting for a segment nobody creates times out. */
+    ZT_EQ_INT(zn_shm_attach("/zn-test-never", 100, zn_now_ns() + 50000000ll, NULL, &c), -ETIMEDOUT);
+}
+
+ZT_MAIN(ZT_CASE(params_parse), ZT_CASE(params_sources), ZT_CASE(log_helpers),
+        ZT_CASE(ifname_rules), ZT_CASE(sockaddr_parse), ZT_CASE(sock_loopback),
+        ZT_CASE(shm_segments))

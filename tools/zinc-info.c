@@ -1,0 +1,92 @@
+/*
+ * zinc-info: what this zinc build is and what it finds on this machine: version, every
+ * parameter with its current value, origin and documentation, the transports and algorithms,
+ * and the local topology (host identity, network interface, /dev/shm, CPUs).
+ *
+ *   zinc-info            everything
+ *   zinc-info params     only the parameter table
+ *   zinc-info algos      only the algorithms
+ */
+#include "algo/algo.h"
+#include "transport/peer.h"
+#include "transport/transport.h"
+#include "util/param.h"
+#include "util/sock.h"
+#include "zinc.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+static void print_params(void)
+{
+    size_t n;
+    const struct zn_param_desc *t = zn_param_table(&n);
+    printf("Parameters (environment, then ZINC_CONF_FILE or ~/.zinc.conf, then default):\n");
+    for (size_t i = 0; i < n; i++) {
+        const char *origin = "default";
+        const char *val = zn_param_source(t[i].name, &origin);
+        printf("  %-20s = %-10s (%s; default \"%s\")%s%s\n", t[i].name, *val ? val : "\"\"", origin,
+               t[i].def, t[i].alt_name ? "  also " : "", t[i].alt_name ? t[i].alt_name : "");
+        printf("      %s\n", t[i].doc);
+    }
+}
+
+static void print_algos(void)
+{
+    int n;
+    const struct zn_algo *const *a = zn_algo_list(&n);
+    printf("Algorithms (ZINC_ALGO forces one; the cost model picks otherwise):\n");
+    for (int i = 0; i < n; i++) printf("  %-12s %s\n", a[i]->name, a[i]->doc);
+}
+
+static void print_topology(void)
+{
+    char host[256] = "?";
+    gethostname(host, sizeof(host) - 1);
+    printf("Host: %s, host id %016llx, %ld CPUs online\n", host,
+           (unsigned long long)zn_host_hash(), sysconf(_SC_NPROCESSORS_ONLN));
+    union zn_sockaddr a;
+    char ifname[64], addr[ZN_SOCKADDR_STRLEN];
+    if (zn_sock_local_addr(&a, ifname, sizeof(ifname)) == 0) {
+        zn_sockaddr_str(&a, addr, sizeof(addr));
+        char *port = strrchr(addr, ':');
+        if (port) *port = 0; /* the interface's address; ports are picked per socket */
+        printf("Network: interface %s, address %s (ZINC_SOCKET_IFNAME picks another)\n", ifname,
+               addr);
+    } else {
+        printf("Network: no usable interface (check ZINC_SOCKET_IFNAME)\n");
+    }
+    struct statvfs vfs;
+    if (statvfs("/dev/shm", &vfs) == 0)
+        printf("Shared memory: /dev/shm %.1f GiB free\n",
+               (double)vfs.f_bavail * (double)vfs.f_frsize / (1u << 30));
+    printf("Transports: %s (ranks on one host), %s (between hosts, or ZINC_TRANSPORT=socket)\n",
+           zn_transport_shm.name, zn_transport_socket.name);
+    printf("CUDA: %s\n", ZINC_HAVE_CUDA_BUILD ? "device code built; cuda communicators are not "
+                                                "enabled yet (host communicators only)"
+                                              : "not built (host communicators only)");
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "all";
+    if (!strcmp(what, "-h") || !strcmp(what, "--help")) {
+        printf("usage: zinc-info [all|params|algos|topology]\n");
+        return 0;
+    }
+    int all = !strcmp(what, "all");
+    if (all) printf("zinc %s, NCCL API %d.%d.%d\n\n", zincGetVersionString(), NCCL_MAJOR,
+                    NCCL_MINOR, NCCL_PATCH);
+    if (all || !strcmp(what, "topology")) {
+        print_topology();
+        printf("\n");
+    }
+    if (all || !strcmp(what, "algos")) {
+        print_algos();
+        printf("\n");
+    }
+    if (all || !strcmp(what, "params")) print_params();
+    return 0;
+}
