@@ -256,7 +256,10 @@ static int parse_opts(int argc, char **argv, struct zp_opts *o)
     while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:w:c:o:d:r:z:G:a:J:h", longopts, NULL)) !=
            -1) {
         if (c == 'h') return usage(stdout, prog), 1;
-        if (c == '?' || parse_option(o, c, optarg)) return usage(stderr, prog), -1;
+        if (c == '?' || parse_option(o, c, optarg)) {
+            fprintf(stderr, "zinc-perf: run '%s -h' for the options\n", prog);
+            return -1;
+        }
     }
     if (optind < argc && !(o->coll = zp_coll_find(argv[optind++]))) {
         fprintf(stderr, "zinc-perf: unknown collective '%s' (see -h)\n", argv[optind - 1]);

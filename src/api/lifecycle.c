@@ -147,6 +147,7 @@ ZN_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
     /* Peers waiting on this rank through shared memory learn it at once. */
     if (comm->arena) zn_arena_set_abort(comm->arena, ncclRemoteError, msg);
     wait_idle(comm);
+    zn_conns_abort(comm->conns, msg);
     zn_info(ZN_INIT, "comm %p rank %d aborted", (void *)comm, comm->rank);
     zn_comm_free(comm);
     return ncclSuccess;

@@ -313,14 +313,16 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* A task failed: its communicator is out of step with its peers from now on. Tell them why
+ * (arena abort word, transports' abort), so that they fail with the original cause at once
+ * instead of timing out or blaming this rank. */
 static ncclResult_t fail_task(struct zn_task *t, ncclResult_t err)
 {
     t->err = err;
-    if (t->cx->arena && err != ncclInvalidArgument) {
-        char msg[700];
-        snprintf(msg, sizeof(msg), "rank %d: %s", t->cx->tctx->rank, zn_last_error());
-        zn_arena_set_abort(t->cx->arena, err, msg);
-    }
+    char msg[700];
+    snprintf(msg, sizeof(msg), "rank %d: %s", t->cx->tctx->rank, zn_last_error());
+    if (t->cx->arena) zn_arena_set_abort(t->cx->arena, err, msg);
+    zn_conns_abort(t->cx->conns, msg);
     return err;
 }
 

@@ -91,6 +91,12 @@ int zn_conns_uses_shm(const struct zn_conns *c)
     return 0;
 }
 
+void zn_conns_abort(struct zn_conns *c, const char *msg)
+{
+    for (int t = 0; c && t < NTRANSPORTS; t++)
+        if (c->state[t]) transports[t]->abort(c->state[t], msg);
+}
+
 void zn_conns_destroy(struct zn_conns *c)
 {
     if (!c) return;

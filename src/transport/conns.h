@@ -18,6 +18,8 @@ ncclResult_t zn_conns_get(struct zn_conns *c, int peer, int channel, struct zn_c
 const struct zn_transport_ops *zn_conns_transport(const struct zn_conns *c, int peer);
 /* Whether any peer uses shm (for the cost model). */
 int zn_conns_uses_shm(const struct zn_conns *c);
+/* This rank failed: tell every connected peer why (transport abort ops). */
+void zn_conns_abort(struct zn_conns *c, const char *msg);
 void zn_conns_destroy(struct zn_conns *c);
 
 static inline const struct zn_transport_ops *zn_conn_ops(const struct zn_conn *c)

@@ -35,9 +35,10 @@
 struct fifo {
     _Alignas(64) atomic_uint_least64_t head;
     _Alignas(64) atomic_uint_least64_t tail;
-    _Alignas(64) atomic_uint closed;
+    _Alignas(64) atomic_uint closed; /* 1: destroyed; 2: aborted, reason in note */
     atomic_uint version; /* set last by the creator: 0 means "not initialised yet" */
     uint64_t size;
+    char note[512];
     _Alignas(64) uint8_t data[];
 };
 
@@ -226,6 +227,10 @@ static ncclResult_t closed_error(struct shm_conn *c, const char *during)
 {
     char who[128];
     zn_peer_str(&c->st->ctx, c->h.peer, who, sizeof(who));
+    struct fifo *f = c->sendq ? c->out : c->in;
+    if (atomic_load_explicit(&f->closed, memory_order_acquire) == 2)
+        return zn_error(ncclRemoteError, ZN_SHM, "%s failed: %.*s", who, (int)sizeof(f->note),
+                        f->note);
     return zn_error(ncclRemoteError, ZN_SHM,
                     "%s destroyed or aborted its communicator during a %s on the shm connection",
                     who, during);
@@ -355,6 +360,21 @@ static ncclResult_t shm_progress(struct zn_conn *conn, int *progressed)
     return ncclSuccess;
 }
 
+static void shm_abort(void *state, const char *msg)
+{
+    struct shm_state *st = state;
+    for (int i = 0; st && i < st->ctx.nranks * ZN_NCHANNELS; i++) {
+        struct shm_conn *c = st->conns[i];
+        if (!c || !c->attached) continue;
+        struct fifo *fs[2] = {c->out, c->in};
+        for (int d = 0; d < 2; d++) {
+            if (atomic_load(&fs[d]->closed)) continue;
+            snprintf(fs[d]->note, sizeof(fs[d]->note), "%s", msg);
+            atomic_store_explicit(&fs[d]->closed, 2, memory_order_release);
+        }
+    }
+}
+
 static void shm_fini(void *state)
 {
     struct shm_state *st = state;
@@ -364,8 +384,10 @@ static void shm_fini(void *state)
         if (!c) continue;
         if (c->attached) {
             /* Tell the peer, so that it fails at once if it is still waiting on us. */
-            atomic_store(&c->out->closed, 1);
-            atomic_store(&c->in->closed, 1);
+            unsigned zero = 0;
+            atomic_compare_exchange_strong(&c->out->closed, &zero, 1);
+            zero = 0;
+            atomic_compare_exchange_strong(&c->in->closed, &zero, 1);
         }
         zn_shm_detach(&c->seg);
         free(c);
@@ -383,5 +405,6 @@ const struct zn_transport_ops zn_transport_shm = {
     .isend = shm_isend,
     .irecv = shm_irecv,
     .progress = shm_progress,
+    .abort = shm_abort,
     .fini = shm_fini,
 };

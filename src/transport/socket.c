@@ -191,6 +191,13 @@ static void socket_fini(void *state)
     free(st);
 }
 
+static void socket_abort(void *state, const char *msg)
+{
+    struct zs_state *st = state;
+    for (size_t i = 0; st && i < (size_t)st->ctx.nranks * ZN_NCHANNELS; i++)
+        if (st->conns[i]) zs_send_abort(st->conns[i], msg);
+}
+
 const union zn_sockaddr *zn_socket_listen_addr(void *state, int rank)
 {
     struct zs_state *st = state;
@@ -219,6 +226,8 @@ const struct zn_transport_ops zn_transport_socket = {
     /* User thread; never blocks: non-blocking sendmsg / recvmsg until the kernel says
      * EAGAIN, plus accepting and identifying connections on the shared listener. */
     .progress = zs_progress,
+    /* User thread; bounded (100 ms per peer at most): an ABORT frame on every idle socket. */
+    .abort = socket_abort,
     /* User thread; never blocks: closes every socket and frees the state. */
     .fini = socket_fini,
 };

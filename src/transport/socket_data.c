@@ -21,6 +21,7 @@
  * that finished and closed first (teardown order) is not reported.
  */
 #include "socket_internal.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -315,6 +316,36 @@ static ncclResult_t match(struct zs_conn *c, int s)
     return ncclSuccess;
 }
 
+/* The peer failed and sent why: fail with its words (they name the original cause). */
+static ncclResult_t take_abort(struct zs_conn *c, int s)
+{
+    char text[ZN_SOCKET_ABORT_MAX + 1];
+    size_t len = (size_t)c->socks[s].rframe.length;
+    /* The text follows its header at once; a short wait is enough, and the peer may be gone. */
+    int rc = zn_sock_recv_all(c->socks[s].fd, text, len, zn_now_ns() + 200000000ll, NULL);
+    if (rc) len = (size_t)snprintf(text, sizeof(text), "(its message was lost: %s)", strerror(-rc));
+    text[len] = 0;
+    char who[160];
+    zs_peer_str(c, who, sizeof(who));
+    return zs_fail(c, ncclRemoteError, "%s failed: %s", who, text);
+}
+
+/* Tell the peer of c that this rank failed, if socket 0 is between frames (best effort: never
+ * blocks for long, the peer may be gone). */
+void zs_send_abort(struct zs_conn *c, const char *msg)
+{
+    struct zs_sock *sk = &c->socks[0];
+    if (!zs_conn_ready(c) || c->err != ncclSuccess || sk->shdr_off || sk->spay_off) return;
+    size_t len = strlen(msg);
+    if (len > ZN_SOCKET_ABORT_MAX) len = ZN_SOCKET_ABORT_MAX;
+    struct zn_socket_frame f = {.length = len, .flags = ZN_SOCKET_FRAME_ABORT, .nparts = 1};
+    uint8_t hdr[ZN_SOCKET_FRAME_BYTES];
+    zn_socket_frame_encode(&f, hdr);
+    int64_t deadline = zn_now_ns() + 100000000ll;
+    if (zn_sock_send_all(sk->fd, hdr, sizeof(hdr), deadline, NULL) == 0)
+        zn_sock_send_all(sk->fd, msg, len, deadline, NULL);
+}
+
 static ncclResult_t recv_sock(struct zs_conn *c, int s, int *progressed)
 {
     struct zs_sock *sk = &c->socks[s];
@@ -333,6 +364,7 @@ static ncclResult_t recv_sock(struct zs_conn *c, int s, int *progressed)
                 }
                 rc = zn_socket_frame_decode(sk->rhdr, sizeof(sk->rhdr), &sk->rframe);
                 if (rc) return protocol_error(c, s, zn_socket_wire_strerror(rc));
+                if (sk->rframe.flags & ZN_SOCKET_FRAME_ABORT) return take_abort(c, s);
                 sk->rhdr_ok = 1;
             }
             ZN_CHECK(match(c, s));
@@ -355,8 +387,12 @@ static ncclResult_t recv_sock(struct zs_conn *c, int s, int *progressed)
             r->done += p;
             if (sk->rgot < sk->rlen) return ncclSuccess; /* short read: nothing more now */
             sk->rhdr_got = n - p;
+            sk->rreq = NULL;
+            /* The kernel had no more than this: another read now would only get EAGAIN. */
+            if (sk->rhdr_got < sizeof(sk->rhdr)) return ncclSuccess;
+            continue;
         }
-        sk->rreq = NULL;
+        sk->rreq = NULL; /* a zero-byte part */
     }
 }
 

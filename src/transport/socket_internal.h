@@ -155,5 +155,6 @@ void zs_conn_close(struct zs_conn *c);
 ncclResult_t zs_isend(struct zn_conn *conn, const void *buf, size_t len, struct zn_req *req);
 ncclResult_t zs_irecv(struct zn_conn *conn, void *buf, size_t len, struct zn_req *req);
 ncclResult_t zs_progress(struct zn_conn *conn, int *progressed);
+void zs_send_abort(struct zs_conn *c, const char *msg);
 
 #endif

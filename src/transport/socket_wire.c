@@ -110,6 +110,12 @@ int zn_socket_frame_decode(const void *buf, size_t len, struct zn_socket_frame *
     f.flags = p[12];
     f.part = p[13];
     f.nparts = p[14];
+    if (f.flags == ZN_SOCKET_FRAME_ABORT) {
+        if (f.nparts != 1 || f.part != 0 || f.length > ZN_SOCKET_ABORT_MAX)
+            return ZN_SOCKET_WIRE_EFIELD;
+        *out = f;
+        return ZN_SOCKET_WIRE_OK;
+    }
     if (f.flags & ~ZN_SOCKET_FRAME_STRIPED) return ZN_SOCKET_WIRE_EFIELD;
     if (f.nparts < 1 || f.nparts > ZN_SOCKET_MAX_NSOCKS || f.part >= f.nparts)
         return ZN_SOCKET_WIRE_EFIELD;

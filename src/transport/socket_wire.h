@@ -44,7 +44,12 @@
  *    length   the length of the whole message (not of this part), so that every part can
  *             check it against the posted receive
  *    seq      message number on this connection and direction, from 0, wrapping
- *    flags    ZN_SOCKET_FRAME_STRIPED, no other bit may be set
+ *    flags    ZN_SOCKET_FRAME_STRIPED, or ZN_SOCKET_FRAME_ABORT alone; no other bit
+ *
+ * An ABORT frame (flags = ZN_SOCKET_FRAME_ABORT, part 0 of 1, seq unused) carries up to
+ * ZN_SOCKET_ABORT_MAX bytes of text: the sender failed and says why, so that a rank waiting on
+ * it reports the original cause (typically the rank that died) rather than a closed socket.
+ * It is sent only on socket 0, only between frames.
  *    part     this part's index; it travels on TCP connection `part`
  *    nparts   1, or nsocks for a striped message
  *    mark     ZN_SOCKET_FRAME_MARK: catches a stream that lost its framing
@@ -83,6 +88,8 @@ struct zn_socket_hello {
 /* Frames */
 #define ZN_SOCKET_FRAME_BYTES   16
 #define ZN_SOCKET_FRAME_STRIPED 0x01u
+#define ZN_SOCKET_FRAME_ABORT   0x02u
+#define ZN_SOCKET_ABORT_MAX     1024
 #define ZN_SOCKET_FRAME_MARK    0x5au
 
 struct zn_socket_frame {

@@ -84,10 +84,18 @@ struct zn_transport_ops {
     /* Post a send / receive. Never blocks. */
     ncclResult_t (*isend)(struct zn_conn *c, const void *buf, size_t len, struct zn_req *req);
     ncclResult_t (*irecv)(struct zn_conn *c, void *buf, size_t len, struct zn_req *req);
-    /* Move data on the connection; completes requests. Never blocks. *progressed is set to 1
-     * if anything moved (the caller's no-progress deadline uses it). A dead or misbehaving
-     * peer returns ncclRemoteError with a message naming its rank and host. */
+    /* Move data on the connection; completes requests. Never blocks. Sets *progressed to 1 if
+     * anything moved (never clears it; the caller's no-progress deadline uses it). A dead or
+     * misbehaving peer returns ncclRemoteError with a message naming its rank and host; so
+     * does a peer that aborted (with its reason). After an error the connection is dead for
+     * good: requests still posted on it are never touched again and may be freed. Setup of a
+     * transport's connections may share state (one listener), so progress on one connection
+     * can advance the setup of another. */
     ncclResult_t (*progress)(struct zn_conn *c, int *progressed);
+    /* This rank failed (msg says why, naming the original cause): tell every peer that has a
+     * connection, best effort and briefly, so that peers waiting on this rank fail with the
+     * real reason instead of a timeout. The state stays valid for fini. */
+    void (*abort)(void *state, const char *msg);
     /* Tear down every connection and the state. Does not block for long (peers may be gone). */
     void (*fini)(void *state);
 };

@@ -47,7 +47,7 @@ int main(void)
         fprintf(stderr, "[%d] FAIL: ncclCommCount %d / ncclCommUserRank %d\n", rank, count, me);
         failures++;
     }
-    int32_t mine[2] = {rank, rank * 7 + 3};
+    int32_t mine[2] = { rank, rank * 7 + 3 };
     int32_t *all = malloc(sizeof(mine) * (size_t)nranks);
     for (int i = 0; i < 2 * nranks; i++) all[i] = -1;
     r = ncclAllGather(mine, all, 2, ncclInt32, comm, NULL);

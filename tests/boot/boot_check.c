@@ -21,24 +21,24 @@
 static int rank, nranks;
 static int failures;
 
-#define CHECK_OK(call)                                                                             \
-    do {                                                                                           \
-        ncclResult_t r_ = (call);                                                                  \
-        if (r_ != ncclSuccess) {                                                                   \
-            fprintf(stderr, "[%d] %s:%d %s failed: %d\n", rank, __FILE__, __LINE__, #call,         \
-                    (int)r_);                                                                      \
-            exit(2);                                                                               \
-        }                                                                                          \
+#define CHECK_OK(call)                                                                     \
+    do {                                                                                   \
+        ncclResult_t r_ = (call);                                                          \
+        if (r_ != ncclSuccess) {                                                           \
+            fprintf(stderr, "[%d] %s:%d %s failed: %d\n", rank, __FILE__, __LINE__, #call, \
+                    (int)r_);                                                              \
+            exit(2);                                                                       \
+        }                                                                                  \
     } while (0)
 
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
+#define EXPECT(cond, ...)                                                   \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, "\n");                                          \
+            failures++;                                                     \
+        }                                                                   \
     } while (0)
 
 /* The byte at offset i of a block that rank src contributes (or sends to dst with tag). */
@@ -79,7 +79,7 @@ static size_t msg_len(uint32_t tag, int src, int dst, int k)
  * arrive in the order they were sent. */
 static void check_send_recv(struct zn_boot *b)
 {
-    uint32_t tags[2] = {TAG_A, TAG_B};
+    uint32_t tags[2] = { TAG_A, TAG_B };
     for (int k = 1; k <= 2; k++) {
         int dst = (rank + k) % nranks;
         for (int t = 0; t < 2; t++) {
@@ -109,7 +109,7 @@ static void check_send_recv(struct zn_boot *b)
 
 static void sleep_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
     nanosleep(&ts, NULL);
 }
 
@@ -146,7 +146,7 @@ int main(void)
         int fam = zn_boot_peer_addr(b, r)->sa.sa_family;
         EXPECT(fam == AF_INET || fam == AF_INET6, "address of rank %d has family %d", r, fam);
     }
-    size_t blocks[] = {1, 100, 64 * 1024};
+    size_t blocks[] = { 1, 100, 64 * 1024 };
     for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) check_allgather(b, blocks[i]);
     check_send_recv(b);
     /* Twice: the second round reuses the connections the first one opened. */

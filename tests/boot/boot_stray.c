@@ -6,9 +6,10 @@
  * 1. Before init. Rank 0 starts the root (inside zn_boot_init) while a thread of its own opens
  *    raw TCP connections to the root's address (ZINC_COMM_ID) and sends what a stranger might:
  *    a header with a wrong magic, random garbage, huge lengths, unknown types, a malformed
- *    HELLO, part of a header, or nothing at all. The other ranks join 2.5 s later. Init must
- *    succeed, an allgather must be right, and rank 0's log (ZINC_DEBUG=WARN on stderr, which
- *    this program captures) must show that the root closed each offending connection.
+ *    HELLO, part of a header, or nothing at all. The other ranks join once the root closed the
+ *    offending ones (rank 0 tells them through a file in /tmp), while 64 more idle connections
+ *    stay open. Init must succeed, an allgather must be right, and rank 0's log (ZINC_DEBUG=WARN,
+ *    captured through ZINC_DEBUG_FILE) must show that the root closed each offending connection.
  * 2. After init. Every rank sends the same strays to the next rank's own bootstrap listener
  *    (zn_boot_peer_addr); the following barrier, send/recv and allgather must be right, the
  *    offending connections must be closed and the victim's log must say so.
@@ -31,58 +32,59 @@
 
 static int rank, nranks;
 static int failures;
-static FILE *report; /* the real stderr: fd 2 goes to the captured log */
+static FILE *report; /* where this program reports */
 static void dump_log(void);
 
-#define CHECK_OK(call)                                                                             \
-    do {                                                                                           \
-        ncclResult_t r_ = (call);                                                                  \
-        if (r_ != ncclSuccess) {                                                                   \
-            fprintf(report, "[%d] %s:%d %s failed: %d\n", rank, __FILE__, __LINE__, #call,         \
-                    (int)r_);                                                                      \
-            dump_log();                                                                            \
-            exit(2);                                                                               \
-        }                                                                                          \
+#define CHECK_OK(call)                                                                     \
+    do {                                                                                   \
+        ncclResult_t r_ = (call);                                                          \
+        if (r_ != ncclSuccess) {                                                           \
+            fprintf(report, "[%d] %s:%d %s failed: %d\n", rank, __FILE__, __LINE__, #call, \
+                    (int)r_);                                                              \
+            dump_log();                                                                    \
+            exit(2);                                                                       \
+        }                                                                                  \
     } while (0)
 
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(report, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__);                        \
-            fprintf(report, __VA_ARGS__);                                                          \
-            fprintf(report, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
+#define EXPECT(cond, ...)                                                   \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(report, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+            fprintf(report, __VA_ARGS__);                                   \
+            fprintf(report, "\n");                                          \
+            failures++;                                                     \
+        }                                                                   \
     } while (0)
 
 /* --- the captured log ------------------------------------------------------------------- */
 
-static char log_path[64];
-static int real_stderr = -1;
+/* The library logs to a file of this process's own (ZINC_DEBUG_FILE), so that stderr stays free
+ * for this program's messages and for sanitizer reports. */
+static char log_path[128];
 
 static void capture_log(void)
 {
-    snprintf(log_path, sizeof(log_path), "/tmp/zinc-boot-stray-XXXXXX");
-    int fd = mkstemp(log_path);
-    if (fd < 0) {
-        perror("mkstemp");
-        exit(2);
-    }
+    snprintf(log_path, sizeof(log_path), "/tmp/zinc-boot-stray.%d.log", (int)getpid());
     unlink(log_path);
-    real_stderr = dup(2);
-    report = fdopen(real_stderr, "w");
-    setvbuf(report, NULL, _IONBF, 0);
-    dup2(fd, 2);
-    close(fd);
+    setenv("ZINC_DEBUG_FILE", log_path, 1);
+    setenv("ZINC_DEBUG", "WARN", 1);
+    report = stderr;
 }
 
 /* The log so far, NUL-terminated (caller frees). */
 static char *read_log(void)
 {
-    off_t len = lseek(2, 0, SEEK_END);
-    char *s = malloc((size_t)len + 1);
-    ssize_t n = pread(2, s, (size_t)len, 0);
-    s[n > 0 ? n : 0] = 0;
+    FILE *f = fopen(log_path, "r");
+    size_t cap = 4096, len = 0;
+    char *s = malloc(cap);
+    while (f) {
+        size_t n = fread(s + len, 1, cap - len - 1, f);
+        if (n == 0) break;
+        len += n;
+        if (cap - len < 1024) s = realloc(s, cap *= 2);
+    }
+    if (f) fclose(f);
+    s[len] = 0;
     return s;
 }
 
@@ -92,6 +94,7 @@ static void dump_log(void)
     fprintf(report, "[%d] --- captured library log ---\n%s[%d] --- end of log ---\n", rank, s,
             rank);
     free(s);
+    unlink(log_path);
 }
 
 static int count(const char *hay, const char *needle)
@@ -112,17 +115,17 @@ struct stray {
 };
 
 static struct stray strays[] = {
-    {"header with a wrong magic", WRONG_MAGIC, -1},
-    {"200 bytes of random garbage", WRONG_MAGIC, -1},
-    {"wrong magic announcing 2^62 bytes", WRONG_MAGIC, -1},
-    {"right magic, wrong version", WRONG_MAGIC, -1},
-    {"right magic HELLO announcing 2^40 bytes", TOO_LONG, -1},
-    {"right magic, unknown frame type", BAD_TYPE, -1},
-    {"right magic HELLO with rank >= nranks", BAD_HELLO, -1},
-    {"connects and sends nothing", QUIET, -1},
-    {"10 bytes of a header, then nothing", QUIET, -1},
-    {"HELLO header and 20 of its 48 payload bytes", QUIET, -1},
-    {"connects and closes at once", QUIET, -1},
+    { "header with a wrong magic", WRONG_MAGIC, -1 },
+    { "200 bytes of random garbage", WRONG_MAGIC, -1 },
+    { "wrong magic announcing 2^62 bytes", WRONG_MAGIC, -1 },
+    { "right magic, wrong version", WRONG_MAGIC, -1 },
+    { "right magic HELLO announcing 2^40 bytes", TOO_LONG, -1 },
+    { "right magic, unknown frame type", BAD_TYPE, -1 },
+    { "right magic HELLO with rank >= nranks", BAD_HELLO, -1 },
+    { "connects and sends nothing", QUIET, -1 },
+    { "10 bytes of a header, then nothing", QUIET, -1 },
+    { "HELLO header and 20 of its 48 payload bytes", QUIET, -1 },
+    { "connects and closes at once", QUIET, -1 },
 };
 #define NSTRAYS ((int)(sizeof(strays) / sizeof(strays[0])))
 
@@ -151,10 +154,10 @@ static void send_bytes(int fd, const void *p, size_t n)
 static void send_frame(int fd, uint32_t type, uint32_t version, uint64_t magic, uint64_t len,
                        const void *payload, size_t n)
 {
-    struct zn_boot_frame f = {.type = type, .version = version, .magic = magic, .len = len};
+    struct zn_boot_frame f = { .type = type, .version = version, .magic = magic, .len = len };
     uint8_t buf[256];
     memcpy(buf, &f, sizeof(f));
-    memcpy(buf + sizeof(f), payload, n);
+    if (n) memcpy(buf + sizeof(f), payload, n);
     send_bytes(fd, buf, sizeof(f) + n);
 }
 
@@ -181,7 +184,7 @@ static void open_strays(const union zn_sockaddr *a, uint64_t magic, int retry_ms
         case 6: send_frame(fd, ZN_BOOT_HELLO, ZN_BOOT_VERSION, magic, 48, &h, 48); break;
         case 7: break;
         case 8: {
-            struct zn_boot_frame f = {ZN_BOOT_HELLO, ZN_BOOT_VERSION, magic, 48};
+            struct zn_boot_frame f = { ZN_BOOT_HELLO, ZN_BOOT_VERSION, magic, 48 };
             send_bytes(fd, &f, 10);
             break;
         }
@@ -204,7 +207,7 @@ static int wait_closed(int ms, int all)
         open = 0;
         for (int i = 0; i < NSTRAYS; i++) {
             if (strays[i].fd < 0 || (!all && strays[i].logs == QUIET)) continue;
-            struct pollfd p = {.fd = strays[i].fd, .events = POLLIN};
+            struct pollfd p = { .fd = strays[i].fd, .events = POLLIN };
             char c;
             if (poll(&p, 1, 0) == 1 && recv(strays[i].fd, &c, 1, MSG_DONTWAIT) <= 0) {
                 close(strays[i].fd);
@@ -232,13 +235,13 @@ static void close_strays(void)
 }
 
 /* The server's log must have one closing line per offending stray. */
-static void check_log(const char *log, const char *server, const char *magic_s,
-                      const char *len_s, const char *type_s, const char *hello_s)
+static void check_log(const char *log, const char *server, const char *magic_s, const char *len_s,
+                      const char *type_s, const char *hello_s)
 {
-    int want[5] = {0};
+    int want[5] = { 0 };
     for (int i = 0; i < NSTRAYS; i++) want[strays[i].logs]++;
-    EXPECT(count(log, magic_s) >= want[WRONG_MAGIC], "%s logged %d \"%s\" lines, want %d",
-           server, count(log, magic_s), magic_s, want[WRONG_MAGIC]);
+    EXPECT(count(log, magic_s) >= want[WRONG_MAGIC], "%s logged %d \"%s\" lines, want %d", server,
+           count(log, magic_s), magic_s, want[WRONG_MAGIC]);
     EXPECT(count(log, len_s) >= want[TOO_LONG], "%s logged %d \"%s\" lines, want %d", server,
            count(log, len_s), len_s, want[TOO_LONG]);
     EXPECT(count(log, type_s) >= want[BAD_TYPE], "%s logged %d \"%s\" lines, want %d", server,
@@ -249,19 +252,40 @@ static void check_log(const char *log, const char *server, const char *magic_s,
 
 /* --- phase 1: the root ------------------------------------------------------------------- */
 
+#define NIDLE 64
+
 struct root_attack {
     union zn_sockaddr root;
     uint64_t magic;
     int still_open;
+    int idle[NIDLE]; /* connections that never send anything */
 };
+
+/* The other ranks join only once the root has dealt with the strays: rank 0 creates this file
+ * (named after the job's port) when it has. */
+static char ready_path[128];
 
 static void *attack_root(void *arg)
 {
     struct root_attack *a = arg;
     open_strays(&a->root, a->magic, 10000);
-    /* The others join 2.5 s after start: the root must have dealt with these by then. */
-    a->still_open = wait_closed(2000, 0);
+    for (int i = 0; i < NIDLE; i++) a->idle[i] = connect_to(&a->root, 1000);
+    a->still_open = wait_closed(10000, 0);
+    FILE *f = fopen(ready_path, "w");
+    if (f) fclose(f);
     return NULL;
+}
+
+static void wait_ready(void)
+{
+    int64_t deadline = zn_now_ns() + 30 * 1000000000ll;
+    while (access(ready_path, F_OK) != 0) {
+        if (zn_now_ns() > deadline) {
+            fprintf(report, "[%d] rank 0 never finished its strays (%s)\n", rank, ready_path);
+            exit(2);
+        }
+        usleep(10000);
+    }
 }
 
 static void check_allgather(struct zn_boot *b, int round)
@@ -280,7 +304,6 @@ static void check_allgather(struct zn_boot *b, int round)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    setenv("ZINC_DEBUG", "WARN", 1);
     capture_log();
     struct zn_launch_info li;
     zn_launch_info_get(&li);
@@ -296,22 +319,35 @@ int main(void)
     memcpy(&id, uid.internal, sizeof(id));
     atomic_int abort_flag = 0;
     struct zn_boot *b;
-    struct root_attack ra = {.magic = id.magic};
+    struct root_attack ra = { .magic = id.magic };
+    union zn_sockaddr root_addr;
+    memcpy(&root_addr, id.root_addr, sizeof(root_addr));
+    snprintf(ready_path, sizeof(ready_path), "/tmp/zinc-boot-stray-ready.%d",
+             zn_sockaddr_port(&root_addr));
     pthread_t attacker;
     if (rank == 0) {
         memcpy(&ra.root, id.root_addr, sizeof(ra.root));
         pthread_create(&attacker, NULL, attack_root, &ra);
     } else {
-        usleep(2500 * 1000);
+        wait_ready();
     }
     CHECK_OK(zn_boot_init(&uid, rank, nranks, &abort_flag, &b));
     if (rank == 0) {
         pthread_join(attacker, NULL);
-        EXPECT(ra.still_open == 0, "the root had not closed %d offending stray(s) after 2 s",
+        unlink(ready_path);
+        EXPECT(ra.still_open == 0, "the root had not closed %d offending stray(s) after 10 s",
                ra.still_open);
         /* The root exits once everyone joined: every stray is closed then. */
         wait_closed(5000, 1);
         report_open("the bootstrap root", 1);
+        int idle_open = 0;
+        for (int i = 0; i < NIDLE; i++) {
+            struct pollfd p = { .fd = ra.idle[i], .events = POLLIN };
+            char c;
+            if (poll(&p, 1, 5000) != 1 || recv(ra.idle[i], &c, 1, MSG_DONTWAIT) > 0) idle_open++;
+            close(ra.idle[i]);
+        }
+        EXPECT(idle_open == 0, "the root left %d of %d idle connections open", idle_open, NIDLE);
         char *log = read_log();
         check_log(log, "the root", "did not present this job's magic",
                   "message length out of bounds", "Protocol error", "malformed HELLO");
@@ -362,6 +398,8 @@ int main(void)
         fprintf(report, "[%d] boot_stray: %d failure(s)\n", rank, failures);
         return 1;
     }
-    if (rank == 0) printf("boot_stray: %d ranks, strays closed and logged, traffic intact\n", nranks);
+    unlink(log_path);
+    if (rank == 0)
+        printf("boot_stray: %d ranks, strays closed and logged, traffic intact\n", nranks);
     return 0;
 }

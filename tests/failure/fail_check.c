@@ -11,6 +11,8 @@
  *   exit          rank K calls _exit(0) in the middle of the same loop
  *   abort         rank 0 is blocked in ncclAllReduce (rank 1 joins 10 s late) and another of its
  *                 threads calls ncclCommAbort after 1 s
+ *   abort_loop    40 times: init, rank 0 blocks in ncclAllReduce (nobody else calls it) and
+ *                 aborts from a second thread after 20-80 ms; the others abort their own
  *   init_missing  rank K never calls init: the others' init fails within ZINC_TIMEOUT
  *   init_killed   rank K is SIGKILLed while the others wait in init (one of them joins late)
  *   mismatch      rank 0 calls ncclAllReduce with 100 elements, the others with 200
@@ -31,9 +33,10 @@
 
 #define MS 1000000ll
 
-enum scenario { KILL, EXIT, ABORT, INIT_MISSING, INIT_KILLED, MISMATCH, NSCENARIOS };
-static const char *scenario_names[NSCENARIOS] = {"kill",         "exit",        "abort",
-                                                 "init_missing", "init_killed", "mismatch"};
+enum scenario { KILL, EXIT, ABORT, ABORT_LOOP, INIT_MISSING, INIT_KILLED, MISMATCH, NSCENARIOS };
+static const char *scenario_names[NSCENARIOS] = { "kill",       "exit",         "abort",
+                                                  "abort_loop", "init_missing", "init_killed",
+                                                  "mismatch" };
 
 struct params {
     enum scenario sc;
@@ -45,19 +48,20 @@ struct params {
 static int failures;
 static char host[256];
 
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("  FAIL: ");                                                                    \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            failures++;                                                                            \
-        }                                                                                          \
+#define EXPECT(cond, ...)        \
+    do {                         \
+        if (!(cond)) {           \
+            printf("  FAIL: ");  \
+            printf(__VA_ARGS__); \
+            printf("\n");        \
+            failures++;          \
+        }                        \
     } while (0)
 
 /* --- children ---------------------------------------------------------------------------- */
 
-static ncclComm_t child_init(int rank, int nranks)
+/* Init through the unique id of ZINC_COMM_ID; a failure is reported and ends the child. */
+static ncclComm_t child_init_quiet(int rank, int nranks, int quiet)
 {
     ncclUniqueId id;
     ncclComm_t comm = NULL;
@@ -65,9 +69,15 @@ static ncclComm_t child_init(int rank, int nranks)
     int64_t t0 = fh_now_ns();
     if (r == ncclSuccess) r = ncclCommInitRank(&comm, nranks, id, rank);
     int64_t t1 = fh_now_ns();
-    fh_report(rank, "init", r, t1, t1 - t0, r != ncclSuccess ? ncclGetLastError(NULL) : NULL);
+    if (!quiet || r != ncclSuccess)
+        fh_report(rank, "init", r, t1, t1 - t0, r != ncclSuccess ? ncclGetLastError(NULL) : NULL);
     if (r != ncclSuccess) fh_done(rank);
     return comm;
+}
+
+static ncclComm_t child_init(int rank, int nranks)
+{
+    return child_init_quiet(rank, nranks, 0);
 }
 
 static void abort_comm(int rank, ncclComm_t comm)
@@ -107,7 +117,7 @@ static void child_kill(int rank, int nranks, void *arg)
     ncclComm_t comm = child_init(rank, nranks);
     float *s = malloc(NFLOATS * sizeof(float)), *d = malloc(NFLOATS * sizeof(float));
     for (int i = 0; i < NFLOATS; i++) s[i] = (float)(rank + 1);
-    struct killer k = {rank, p->sc == EXIT};
+    struct killer k = { rank, p->sc == EXIT };
     pthread_t t;
     if (rank == p->victim) pthread_create(&t, NULL, killer_main, &k);
     float want = (float)nranks * (nranks + 1) / 2;
@@ -119,7 +129,8 @@ static void child_kill(int rank, int nranks, void *arg)
             break;
         }
         if (d[0] != want || d[NFLOATS / 2] != want || d[NFLOATS - 1] != want)
-            fh_report(rank, "wrong", 0, fh_now_ns(), 0, "a successful ncclAllReduce gave wrong data");
+            fh_report(rank, "wrong", 0, fh_now_ns(), 0,
+                      "a successful ncclAllReduce gave wrong data");
         atomic_fetch_add(&iterations, 1);
     }
     if (fh_now_ns() >= end) fh_report(rank, "ok", 0, fh_now_ns(), 0, "no error within 60 s");
@@ -151,7 +162,7 @@ static void child_abort(int rank, int nranks, void *arg)
     ncclComm_t comm = child_init(rank, nranks);
     size_t n = 1 << 16;
     float *s = calloc(n, sizeof(float)), *d = calloc(n, sizeof(float));
-    struct aborter a = {.rank = rank, .comm = comm};
+    struct aborter a = { .rank = rank, .comm = comm };
     pthread_t t;
     if (rank == 0) pthread_create(&t, NULL, aborter_main, &a);
     if (rank == 1) fh_sleep_ms(10000);
@@ -167,6 +178,65 @@ static void child_abort(int rank, int nranks, void *arg)
         pthread_join(t, NULL);
     else
         abort_comm(rank, comm);
+    free(s);
+    free(d);
+}
+
+#define ABORT_CYCLES 40
+
+struct loop_aborter {
+    ncclComm_t comm;
+    int delay_ms;
+    atomic_int entering;
+    int64_t start_ns, dur_ns;
+};
+
+static void *loop_aborter_main(void *arg)
+{
+    struct loop_aborter *a = arg;
+    while (!atomic_load(&a->entering)) fh_sleep_ms(1);
+    fh_sleep_ms(a->delay_ms);
+    a->start_ns = fh_now_ns();
+    ncclCommAbort(a->comm);
+    a->dur_ns = fh_now_ns() - a->start_ns;
+    return NULL;
+}
+
+/* abort_loop: many aborts of a blocked call, to catch races between the returning call and the
+ * communicator's teardown (the sanitizer build sees them). */
+static void child_abort_loop(int rank, int nranks, void *arg)
+{
+    int64_t worst_ret = 0, worst_abort = 0;
+    int successes = 0, first_code = 0;
+    size_t n = 4096;
+    float *s = calloc(n, sizeof(float)), *d = calloc(n, sizeof(float));
+    for (int c = 0; c < ABORT_CYCLES; c++) {
+        ncclComm_t comm = child_init_quiet(rank, nranks, 1);
+        if (rank != 0) {
+            fh_sleep_ms(150);
+            ncclCommAbort(comm);
+            continue;
+        }
+        struct loop_aborter a = { .comm = comm, .delay_ms = 20 + (c * 37) % 60 };
+        pthread_t t;
+        pthread_create(&t, NULL, loop_aborter_main, &a);
+        atomic_store(&a.entering, 1);
+        ncclResult_t r = ncclAllReduce(s, d, n, ncclFloat, ncclSum, comm, NULL);
+        int64_t t1 = fh_now_ns();
+        pthread_join(t, NULL);
+        if (r == ncclSuccess) successes++;
+        if (r != ncclSuccess && !first_code) first_code = r;
+        if (t1 - a.start_ns > worst_ret) worst_ret = t1 - a.start_ns;
+        if (a.dur_ns > worst_abort) worst_abort = a.dur_ns;
+    }
+    if (rank == 0) {
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "%d cycles, %d call(s) returned ncclSuccess, slowest abort %.1f ms", ABORT_CYCLES,
+                 successes, worst_abort / 1e6);
+        fh_report(rank, "loop", successes ? 0 : first_code, fh_now_ns(), worst_ret, msg);
+        fh_report(rank, "abort", 0, fh_now_ns(), worst_abort, "the slowest ncclCommAbort");
+    }
     free(s);
     free(d);
 }
@@ -207,7 +277,8 @@ static void child_mismatch(int rank, int nranks, void *arg)
         int in_data = i >= GUARD && i < GUARD + n;
         if (!in_data && d[i] != 0x7e7e0000u + (uint32_t)i) {
             char msg[128];
-            snprintf(msg, sizeof(msg), "recvbuff guard word %zd (relative to the buffer) was written",
+            snprintf(msg, sizeof(msg),
+                     "recvbuff guard word %zd (relative to the buffer) was written",
                      (ssize_t)i - GUARD);
             fh_report(rank, "corrupt", 0, fh_now_ns(), 0, msg);
             break;
@@ -277,8 +348,8 @@ static void expect_failure(const struct fh_job *job, int r, const char *tag, int
     EXPECT(ms < max_ms, "rank %d: %s returned %.0f ms after %s (limit %.0f ms)", r, tag, ms,
            since_what, max_ms);
     if (blame >= 0) {
-        EXPECT(fh_names_rank(f->text, blame), "rank %d: the error does not name rank %d: \"%s\"",
-               r, blame, f->text);
+        EXPECT(fh_names_rank(f->text, blame), "rank %d: the error does not name rank %d: \"%s\"", r,
+               blame, f->text);
         EXPECT(!need_host || strstr(f->text, host) != NULL,
                "rank %d: the error does not name the host \"%s\": \"%s\"", r, host, f->text);
     }
@@ -339,6 +410,18 @@ static void check(const struct params *p, const struct fh_job *job)
         }
         break;
     }
+    case ABORT_LOOP: {
+        for (int r = 0; r < n; r++) expect_clean_exit(job, r);
+        const struct fh_record *l = fh_find(job, 0, "loop");
+        EXPECT(l != NULL, "rank 0 did not finish its %d cycles", ABORT_CYCLES);
+        if (!l) break;
+        EXPECT(l->code != ncclSuccess,
+               "rank 0: blocked calls returned ncclSuccess after ncclCommAbort: %s", l->text);
+        EXPECT(l->dur_ns / 1e6 < 1000, "rank 0: a blocked call returned %.0f ms after the abort",
+               l->dur_ns / 1e6);
+        check_abort_time(job, 0, 1000);
+        break;
+    }
     case INIT_MISSING:
         for (int r = 0; r < n; r++) {
             if (r == K) continue;
@@ -365,8 +448,8 @@ static void check(const struct params *p, const struct fh_job *job)
                            r == p->late && f ? f->t_ns - f->dur_ns : job->kill_ns, 10000,
                            r == p->late ? "its init call" : "the kill", -1, 0);
             if (f)
-                EXPECT(fh_names_rank(f->text, K), "rank %d: the error does not name rank %d: \"%s\"",
-                       r, K, f->text);
+                EXPECT(fh_names_rank(f->text, K),
+                       "rank %d: the error does not name rank %d: \"%s\"", r, K, f->text);
         }
         break;
     case MISMATCH:
@@ -391,14 +474,18 @@ static void check(const struct params *p, const struct fh_job *job)
 
 static int run_one(struct params *p, int nranks)
 {
-    struct fh_job job = {.nranks = nranks, .transport = p->socket ? "socket" : "shm",
-                         .zinc_timeout_s = 20, .wall_s = 60, .arg = p};
+    struct fh_job job = { .nranks = nranks,
+                          .transport = p->socket ? "socket" : "shm",
+                          .zinc_timeout_s = 20,
+                          .wall_s = 60,
+                          .arg = p };
     p->victim = nranks >= 4 ? 2 : 1;
     p->late = nranks - 1;
     switch (p->sc) {
     case KILL:
     case EXIT: job.child = child_kill; break;
     case ABORT: job.child = child_abort; break;
+    case ABORT_LOOP: job.child = child_abort_loop; break;
     case INIT_MISSING:
         job.child = child_init_fail;
         job.zinc_timeout_s = 5;
@@ -439,15 +526,16 @@ static int run_one(struct params *p, int nranks)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: fail_check kill|exit|abort|init_missing|init_killed|mismatch "
-                    "shm|socket [-n 3,4]\n");
+    fprintf(stderr,
+            "usage: fail_check kill|exit|abort|abort_loop|init_missing|init_killed|mismatch "
+            "shm|socket [-n 3,4]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 3) usage();
-    struct params p = {.sc = NSCENARIOS};
+    struct params p = { .sc = NSCENARIOS };
     for (int i = 0; i < NSCENARIOS; i++)
         if (!strcmp(argv[1], scenario_names[i])) p.sc = (enum scenario)i;
     if (p.sc == NSCENARIOS) usage();

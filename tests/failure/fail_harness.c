@@ -28,18 +28,17 @@ int64_t fh_now_ns(void)
 
 void fh_sleep_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
 
-void fh_report(int rank, const char *tag, int code, int64_t t_ns, int64_t dur_ns,
-               const char *text)
+void fh_report(int rank, const char *tag, int code, int64_t t_ns, int64_t dur_ns, const char *text)
 {
     /* One write of less than PIPE_BUF bytes: lines of different ranks never interleave. */
     char line[FH_TEXT + 128];
-    int n = snprintf(line, sizeof(line), "%d %.15s %d %lld %lld ", rank, tag, code,
-                     (long long)t_ns, (long long)dur_ns);
+    int n = snprintf(line, sizeof(line), "%d %.15s %d %lld %lld ", rank, tag, code, (long long)t_ns,
+                     (long long)dur_ns);
     int m = snprintf(line + n, FH_TEXT, "%s", text && *text ? text : "-");
     if (m >= FH_TEXT) m = FH_TEXT - 1;
     for (int i = n; i < n + m; i++)
@@ -53,7 +52,7 @@ _Noreturn void fh_done(int rank)
 {
     fh_report(rank, "done", 0, fh_now_ns(), 0, NULL);
     /* Wait until the parent closes the release pipe (EOF), for at most 5 minutes. */
-    struct pollfd p = {.fd = release_fd, .events = POLLIN};
+    struct pollfd p = { .fd = release_fd, .events = POLLIN };
     poll(&p, 1, 300000);
     exit(0);
 }
@@ -61,7 +60,7 @@ _Noreturn void fh_done(int rank)
 static int free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t len = sizeof(a);
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
@@ -178,7 +177,7 @@ int fh_run(struct fh_job *job)
     char *buf = malloc(cap);
     int64_t deadline = job->start_ns + (int64_t)job->wall_s * 1000000000;
     while (alive > 0) {
-        struct pollfd p = {.fd = rep[0], .events = POLLIN};
+        struct pollfd p = { .fd = rep[0], .events = POLLIN };
         poll(&p, 1, 20);
         read_reports(job, rep[0], buf, &len, cap);
         int64_t now = fh_now_ns();

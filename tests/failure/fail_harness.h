@@ -21,18 +21,18 @@
 
 /* One event a rank reported. */
 struct fh_record {
-    char tag[16];  /* "init", "fail", "ok", "kill", "abort_start", "abort", ... */
-    int code;      /* an ncclResult_t, or 0 */
-    int64_t t_ns;  /* CLOCK_MONOTONIC, comparable between the processes of one host */
+    char tag[16]; /* "init", "fail", "ok", "kill", "abort_start", "abort", ... */
+    int code;     /* an ncclResult_t, or 0 */
+    int64_t t_ns; /* CLOCK_MONOTONIC, comparable between the processes of one host */
     int64_t dur_ns;
     char text[FH_TEXT];
 };
 
 struct fh_rank {
     pid_t pid;
-    int status;    /* from waitpid, valid when exited */
+    int status; /* from waitpid, valid when exited */
     int exited;
-    int done;      /* reported fh_done */
+    int done; /* reported fh_done */
     int nrec;
     struct fh_record rec[FH_MAX_RECORDS];
 };
@@ -61,8 +61,7 @@ int fh_run(struct fh_job *job);
 void fh_free(struct fh_job *job);
 
 /* In a child: report one event. text may be NULL; newlines in it are replaced. */
-void fh_report(int rank, const char *tag, int code, int64_t t_ns, int64_t dur_ns,
-               const char *text);
+void fh_report(int rank, const char *tag, int code, int64_t t_ns, int64_t dur_ns, const char *text);
 /* In a child: report "done", wait for the parent's release, and exit(0). */
 _Noreturn void fh_done(int rank);
 

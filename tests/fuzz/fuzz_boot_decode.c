@@ -17,9 +17,9 @@
 
 #define FUZZ_MAGIC 0x7a696e632d66757aull
 
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) abort();                                                                         \
+#define REQUIRE(c)         \
+    do {                   \
+        if (!(c)) abort(); \
     } while (0)
 
 static void check_frame(const struct zn_boot_frame *f, uint64_t magic, uint32_t want,

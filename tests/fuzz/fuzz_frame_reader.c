@@ -21,9 +21,9 @@
 
 #define FUZZ_MAGIC 0x7a696e632d66757aull
 
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) abort();                                                                         \
+#define REQUIRE(c)         \
+    do {                   \
+        if (!(c)) abort(); \
     } while (0)
 
 static void check_complete(const struct zn_frame_reader *r, uint32_t want)

@@ -16,9 +16,9 @@
 
 #define FUZZ_MAGIC 0x7a696e632d66757aull
 
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) abort();                                                                         \
+#define REQUIRE(c)         \
+    do {                   \
+        if (!(c)) abort(); \
     } while (0)
 
 static void check_code(int rc)

@@ -186,7 +186,7 @@ run_job() {
     for ((h = 0; h < NHOSTS; h++)); do
         for ((l = 0; l < PER_HOST[h]; l++)); do
             timeout -k 5 "$limit" ip netns exec "${HOST_NS[h]}" env \
-                ZINC_RANK=$r ZINC_NRANKS=$NRANKS ZINC_LOCAL_RANK=$l ZINC_LOCAL_NRANKS=${PER_HOST[h]} \
+                ZINC_RANK=$r ZINC_NRANKS=$NRANKS ZINC_LOCAL_RANK=$l ZINC_LOCAL_NRANKS="${PER_HOST[h]}" \
                 ZINC_COMM_ID="$comm_id" ZINC_SOCKET_IFNAME="$IFNAME" ZINC_TIMEOUT=60 \
                 ZINC_CONF_FILE="$TMP/empty.conf" "${EXTRA_ENV[@]}" "${envs[@]}" \
                 "$@" </dev/null >"$TMP/$name.$r.log" 2>&1 &
@@ -234,8 +234,8 @@ run_job() {
     JOB_S=$(elapsed "$t0")
     if ((failed)); then
         for ((r = 0; r < NRANKS; r++)); do
-            echo "--- $name rank $r (last 30 lines):" >&2
-            tail -n 30 "$TMP/$name.$r.log" >&2 || true
+            echo "--- $name rank $r (last 30 lines, TUNE lines left out):" >&2
+            grep -v " zinc INFO TUNE " "$TMP/$name.$r.log" | tail -n 30 >&2 || true
         done
         fail "$name failed (first failure: rank ${first_fail:-?}) after ${JOB_S}s"
     fi

@@ -22,6 +22,10 @@
  *   mismatch  a receive posted with another length fails with ncclInvalidUsage naming the peer
  *   stray     (socket) garbage connections to a rank's listener are closed and disturb nothing
  *   nsocks    (socket) ranks with different ZINC_SOCKET_NSOCKS fail with a clear error
+ *   setup     (socket) a connection whose peer never shows up fails after ZINC_TIMEOUT (set
+ *             to 2 s), naming the peer, on either side of the pair. Not for every transport:
+ *             shm's lower rank is set up alone (it creates the segment) and has nothing to
+ *             wait for.
  *   exit      a peer that exits mid-transfer is reported as ncclRemoteError within seconds
  *             (always last: the job is one rank short afterwards)
  *   perf      (not in "all") loopback throughput, rank 0 <-> rank 1
@@ -292,10 +296,17 @@ struct scenario {
     int min_ranks;
 };
 
+/* In running order. Each gets a fresh transport state; "exit" must stay last. */
 static const struct scenario scenarios[] = {
-    { "pairs", sc_pairs, 0, 2 },       { "small", sc_small, 0, 2 }, { "duplex", sc_duplex, 0, 2 },
-    { "mismatch", sc_mismatch, 0, 2 }, { "stray", sc_stray, 1, 2 }, { "nsocks", sc_nsocks, 1, 2 },
-    { "exit", sc_exit, 0, 2 },         { "perf", sc_perf, 0, 2 },
+    { .name = "pairs", .fn = sc_pairs, .min_ranks = 2 },
+    { .name = "small", .fn = sc_small, .min_ranks = 2 },
+    { .name = "duplex", .fn = sc_duplex, .min_ranks = 2 },
+    { .name = "mismatch", .fn = sc_mismatch, .min_ranks = 2 },
+    { .name = "stray", .fn = sc_stray, .socket_only = 1, .min_ranks = 2 },
+    { .name = "nsocks", .fn = sc_nsocks, .socket_only = 1, .min_ranks = 2 },
+    { .name = "setup", .fn = sc_setup, .socket_only = 1, .min_ranks = 2 },
+    { .name = "perf", .fn = sc_perf, .min_ranks = 2 },
+    { .name = "exit", .fn = sc_exit, .min_ranks = 2 },
 };
 #define NSCENARIOS ((int)(sizeof(scenarios) / sizeof(scenarios[0])))
 

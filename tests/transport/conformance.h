@@ -103,5 +103,6 @@ int sc_perf(struct rank_env *e);
 /* scenarios_socket.c: */
 int sc_stray(struct rank_env *e);
 int sc_nsocks(struct rank_env *e);
+int sc_setup(struct rank_env *e);
 
 #endif

@@ -54,8 +54,7 @@ static int sc_pairs_body(struct sc *s)
                 if (p == me) continue;
                 for (int ch = 0; ch < ZN_NCHANNELS; ch++) {
                     uint64_t msg = (uint64_t)k * ZN_NCHANNELS + (uint64_t)ch;
-                    if (xfer_make(&x[i], send, me, p, ch, msg, sizes[k]) ||
-                        xfer_post(s, &x[i])) {
+                    if (xfer_make(&x[i], send, me, p, ch, msg, sizes[k]) || xfer_post(s, &x[i])) {
                         xfers_free(x, i + 1);
                         return -1;
                     }
@@ -262,49 +261,35 @@ int sc_mismatch(struct rank_env *e)
 
 /* Pairs (0, 1) and (2, 3): rank 1 exits while receiving from rank 0 (which also waits for a
  * message from it), rank 3 exits while sending to rank 2. */
-int sc_exit(struct rank_env *e)
+static int sc_exit_body(struct sc *s, struct xfer *x)
 {
-    struct sc s;
-    if (sc_init(&s, e)) return -1;
+    struct rank_env *e = s->e;
     int me = e->rank;
-    int pair_ok = (me | 1) < e->nranks;
-    if (!pair_ok) {
-        sc_fini(&s);
-        return 0;
-    }
+    if ((me | 1) >= e->nranks) return 0; /* no partner */
     int peer = me ^ 1, survivor = me % 2 == 0;
     int survivor_sends = me / 2 == 0; /* in pair (0, 1) the survivor sends */
-    struct xfer x[2];
     int n = 0;
-    if (sc_connect(&s, peer, ZN_CH_COLL)) return -1;
-    if (survivor) {
-        if (survivor_sends) {
-            if (xfer_make(&x[n++], 1, me, peer, ZN_CH_COLL, 1, 64 * MB)) return -1;
-        }
-        if (xfer_make(&x[n++], 0, me, peer, ZN_CH_COLL, 1, 64 * MB)) return -1;
-    } else {
-        if (xfer_make(&x[n++], !survivor_sends, me, peer, ZN_CH_COLL, 1, 64 * MB)) return -1;
-    }
+    if (sc_connect(s, peer, ZN_CH_COLL)) return -1;
+    if (survivor && survivor_sends && xfer_make(&x[n++], 1, me, peer, ZN_CH_COLL, 1, 64 * MB))
+        return -1;
+    if (xfer_make(&x[n++], survivor ? 0 : !survivor_sends, me, peer, ZN_CH_COLL, 1, 64 * MB))
+        return -1;
     for (int i = 0; i < n; i++)
-        if (xfer_post(&s, &x[i])) return -1;
+        if (xfer_post(s, &x[i])) return -1;
     double t0 = now_s();
     ncclResult_t r = ncclSuccess;
-    int peer_err = -1;
     while (now_s() - t0 < 20) {
         int progressed = 0;
-        r = sc_progress(&s, &progressed, &peer_err, NULL);
+        r = sc_progress(s, &progressed, NULL, NULL);
         if (r != ncclSuccess) break;
         if (!survivor && x[0].req.done >= 4 * MB) {
-            fprintf(stderr,
-                    "[rank %d] exit: exiting with %zu of %zu bytes moved, by "
-                    "arrangement\n",
+            fprintf(stderr, "[rank %d] exit: exiting with %zu of %zu bytes moved, by arrangement\n",
                     me, x[0].req.done, x[0].len);
             _exit(0);
         }
         if (!progressed) sched_yield();
     }
     double dt = now_s() - t0;
-    for (int i = 0; i < n; i++) free(x[i].buf);
     CHECK(survivor, "the rank that should exit got %d from progress", (int)r);
     CHECK(r == ncclRemoteError, "progress returned %d after %.1f s while rank %d exited", (int)r,
           dt, peer);
@@ -314,8 +299,20 @@ int sc_exit(struct rank_env *e)
     CHECK(dt < 10, "the exit was reported after %.1f s (ZINC_TIMEOUT=%lld)", dt,
           (long long)zn_params()->timeout);
     SAY("rank %d's exit reported after %.3f s", peer, dt);
-    sc_fini(&s);
     return 0;
+}
+
+int sc_exit(struct rank_env *e)
+{
+    struct sc s;
+    struct xfer x[2];
+    memset(x, 0, sizeof(x));
+    if (sc_init(&s, e)) return -1;
+    int rc = sc_exit_body(&s, x);
+    sc_fini(&s);
+    free(x[0].buf);
+    free(x[1].buf);
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -355,10 +352,38 @@ static int perf_run(struct sc *s, int peer, size_t size, int iters, int bidir, v
     return rc;
 }
 
+/* Round trips of a small message between ranks 0 and 1: half the mean is the latency. */
+static int perf_pingpong(struct sc *s, int peer, size_t size, int iters, double *usecs)
+{
+    int me = s->e->rank;
+    char buf[64];
+    CHECK(size <= sizeof(buf), "ping-pong size %zu", size);
+    memset(buf, 0, sizeof(buf));
+    if (barrier(s->e)) return -1;
+    double t0 = now_s();
+    for (int i = 0; i < iters; i++) {
+        for (int step = 0; step < 2; step++) {
+            struct xfer x = {
+                .send = (step == 0) == (me == 0), .peer = peer, .len = size, .buf = buf
+            };
+            if (xfer_post(s, &x)) return -1;
+            while (x.req.state != ZN_REQ_DONE) {
+                int progressed = 0;
+                ncclResult_t r = s->e->ops->progress(s->conn[peer][ZN_CH_COLL], &progressed);
+                CHECK(r == ncclSuccess, "progress returned %d", (int)r);
+                CHECK(now_s() - t0 < 120, "ping-pong not done after 120 s");
+            }
+        }
+    }
+    *usecs = (now_s() - t0) / iters * 1e6;
+    return barrier(s->e);
+}
+
 static const size_t perf_sizes[] = { 64 * 1024, 1 * MB, 4 * MB, 16 * MB, 64 * MB };
 #define PERF_NSIZES ((int)(sizeof(perf_sizes) / sizeof(perf_sizes[0])))
-/* perf_run calls: a warm-up, every size one way and both ways, the small-message rate. */
-#define PERF_NRUNS (1 + 2 * PERF_NSIZES + 1)
+/* perf_run / perf_pingpong calls: a warm-up, every size one way and both ways, the
+ * small-message rate, the ping-pong. */
+#define PERF_NRUNS (1 + 2 * PERF_NSIZES + 1 + 1)
 
 int sc_perf(struct rank_env *e)
 {
@@ -394,6 +419,11 @@ int sc_perf(struct rank_env *e)
             rc = perf_run(&s, peer, 64, iters, 0, sbuf, rbuf, &secs);
             if (!rc && me == 1)
                 SAY("unidir 64 B x %d: %.3f s, %.2f M messages/s", iters, secs, iters / secs / 1e6);
+        }
+        if (!rc) {
+            double us = 0;
+            rc = perf_pingpong(&s, peer, 8, 5000, &us);
+            if (!rc && me == 1) SAY("ping-pong 8 B: %.1f us per round trip", us);
         }
         free(sbuf);
         free(rbuf);

@@ -243,3 +243,54 @@ int sc_nsocks(struct rank_env *e)
     sc_fini(&s);
     return rc;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * setup: a connection whose peer never shows up fails at the deadline, naming the peer
+ * ------------------------------------------------------------------------------------------- */
+
+static void set_timeout(const char *secs)
+{
+    setenv("ZINC_TIMEOUT", secs, 1);
+    zn_params_reload();
+}
+
+/* Rank `waiter` connects to rank `absent` on channel ch with ZINC_TIMEOUT=2 while `absent`
+ * stays out of the transport (it waits in a bootstrap barrier). */
+static int setup_timeout(struct sc *s, int waiter, int absent, int ch)
+{
+    struct rank_env *e = s->e;
+    if (e->rank == waiter) {
+        char saved[32];
+        snprintf(saved, sizeof(saved), "%lld", (long long)zn_params()->timeout);
+        set_timeout("2");
+        double t0 = now_s();
+        int rc = sc_connect(s, absent, ch);
+        ncclResult_t r = ncclSuccess;
+        while (!rc && r == ncclSuccess && now_s() - t0 < 20) {
+            int progressed = 0;
+            r = e->ops->progress(s->conn[absent][ch], &progressed);
+            if (!progressed) sched_yield();
+        }
+        double dt = now_s() - t0;
+        set_timeout(saved);
+        if (rc) return rc;
+        CHECK(r == ncclRemoteError, "progress returned %d after %.1f s", (int)r, dt);
+        char who[32];
+        snprintf(who, sizeof(who), "rank %d", absent);
+        CHECK(strstr(zn_last_error(), who), "the error should name %s", who);
+        CHECK(dt > 1.5 && dt < 8, "the setup failed after %.1f s with ZINC_TIMEOUT=2", dt);
+        s->conn[absent][ch] = NULL;
+    }
+    return barrier(e);
+}
+
+int sc_setup(struct rank_env *e)
+{
+    struct sc s;
+    if (sc_init(&s, e)) return -1;
+    /* Both roles: the lower rank waiting for the higher one, and the reverse. */
+    int rc = setup_timeout(&s, 0, 1, ZN_CH_P2P);
+    if (!rc) rc = setup_timeout(&s, 1, 0, ZN_CH_COLL);
+    sc_fini(&s);
+    return rc;
+}
