@@ -12,6 +12,7 @@
  * host so that it works without a GPU and against any library.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -123,7 +124,7 @@ static double mini_decode(uint32_t bits, int ebits, int mbits, int fn)
         out = (double)x_;             \
     } while (0)
 
-void zp_encode(const struct zp_type *t, double v, void *dst)
+static void encode_slow(const struct zp_type *t, double v, void *dst)
 {
     int fn = t->nccl == ncclFloat8e4m3;
     switch (t->nccl) {
@@ -141,7 +142,7 @@ void zp_encode(const struct zp_type *t, double v, void *dst)
     }
 }
 
-double zp_decode(const struct zp_type *t, const void *src)
+static double decode_slow(const struct zp_type *t, const void *src)
 {
     int fn = t->nccl == ncclFloat8e4m3;
     double v, bits;
@@ -160,6 +161,58 @@ double zp_decode(const struct zp_type *t, const void *src)
         return mini_decode((uint32_t)bits, t->ebits, t->mbits, 0);
     default: GET(uint8_t, bits); return mini_decode((uint32_t)bits, t->ebits, t->mbits, fn);
     }
+}
+
+/* Lookup tables for the 8- and 16-bit floating types, built on first use (the benchmark has
+ * one thread): every filled and every checked element goes through these conversions, and
+ * frexp/ldexp made the check take longer than the collectives. Inputs are integers within
+ * [-SMALL, SMALL], which covers `exact` of every such type. */
+#define SMALL 2048
+
+struct small_tables {
+    double dec[1 << 16];         /* by bit pattern */
+    uint16_t enc[2 * SMALL + 1]; /* by integer value + SMALL */
+};
+
+static struct small_tables *small_tables(const struct zp_type *t)
+{
+    static struct small_tables *tabs[ncclNumTypes];
+    struct small_tables *s = tabs[t->nccl];
+    if (s || t->kind != ZP_FLOAT || t->size > 2) return s;
+    if (!(s = malloc(sizeof(*s)))) return NULL; /* the slow path still works */
+    for (uint32_t b = 0; b < (1u << (8 * t->size)); b++) {
+        uint16_t b16 = (uint16_t)b;
+        uint8_t b8 = (uint8_t)b;
+        s->dec[b] = decode_slow(t, t->size == 1 ? (const void *)&b8 : (const void *)&b16);
+    }
+    for (int v = -SMALL; v <= SMALL; v++) {
+        uint16_t e = 0;
+        encode_slow(t, v, &e); /* little-endian: a 1-byte element lands in the low byte */
+        s->enc[v + SMALL] = e;
+    }
+    return tabs[t->nccl] = s;
+}
+
+void zp_encode(const struct zp_type *t, double v, void *dst)
+{
+    struct small_tables *s = small_tables(t);
+    if (s && fabs(v) <= SMALL && v == (int)v) {
+        uint16_t e = s->enc[(int)v + SMALL];
+        memcpy(dst, &e, (size_t)t->size);
+        return;
+    }
+    encode_slow(t, v, dst);
+}
+
+double zp_decode(const struct zp_type *t, const void *src)
+{
+    struct small_tables *s = small_tables(t);
+    if (s) {
+        uint16_t b = 0;
+        memcpy(&b, src, (size_t)t->size);
+        return s->dec[b];
+    }
+    return decode_slow(t, src);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -228,11 +281,13 @@ double zp_input(const struct zp_pattern *p, int rank, size_t k)
     uint64_t h =
         mix64(p->seed + (uint64_t)rank * 0x9e3779b97f4a7c15ull + k * 0xd1b54a32d192ed03ull);
     if (p->rule != RULE_RANGE) {
-        int member =
-            (int)((k % (size_t)p->nranks + (size_t)rank) % (size_t)p->nranks) < p->contributors;
+        int member = (int)((k + (size_t)rank) % (size_t)p->nranks) < p->contributors;
         if (p->rule == RULE_PROD) return member ? 1 + (double)(h & 1) : 1;
         if (!member) return 0;
     }
+    /* Multiply-shift maps the top 32 bits onto [0, span) without a 64-bit division, which
+     * dominated the check; only the wide ranges of 32- and 64-bit types need the modulo. */
+    if (p->span <= 1ull << 32) return p->lo + (double)(((h >> 32) * p->span) >> 32);
     return p->lo + (double)(h % p->span);
 }
 

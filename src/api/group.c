@@ -44,13 +44,18 @@ static void comms_enter(struct zn_gop *ops, int n, int delta)
 static ncclResult_t run_ops(struct zn_gop *ops, int n)
 {
     if (n <= 0) return ncclSuccess;
-    struct zn_task *tasks = calloc((size_t)n, sizeof(*tasks));
-    struct zn_task **ptrs = calloc((size_t)n, sizeof(*ptrs));
+    /* A single call (the common case) needs no allocation. */
+    struct zn_task one_task, *one_ptr;
+    struct zn_task *tasks = n == 1 ? &one_task : calloc((size_t)n, sizeof(*tasks));
+    struct zn_task **ptrs = n == 1 ? &one_ptr : calloc((size_t)n, sizeof(*ptrs));
     if (!tasks || !ptrs) {
-        free(tasks);
-        free(ptrs);
+        if (n > 1) {
+            free(tasks);
+            free(ptrs);
+        }
         return zn_error(ncclSystemError, ZN_COLL, "out of memory for %d operations", n);
     }
+    if (n == 1) memset(&one_task, 0, sizeof(one_task));
     comms_enter(ops, n, 1);
     for (int i = 0; i < n; i++) {
         struct zn_task *t = &tasks[i];
@@ -77,8 +82,10 @@ static ncclResult_t run_ops(struct zn_gop *ops, int n)
     }
     for (int i = 0; i < n; i++) zn_task_release(&tasks[i]);
     comms_enter(ops, n, -1);
-    free(tasks);
-    free(ptrs);
+    if (n > 1) {
+        free(tasks);
+        free(ptrs);
+    }
     return res;
 }
 

@@ -16,34 +16,55 @@ void zn_exec_comm_fini(struct zn_exec_comm *cx)
     free(cx->scratch);
     cx->scratch = NULL;
     cx->scratch_size = 0;
+    while (cx->free_rounds) {
+        struct zn_round_mem *m = cx->free_rounds;
+        cx->free_rounds = m->next;
+        free(m);
+    }
 }
 
 void zn_task_release(struct zn_task *t)
 {
-    free(t->round.step);
-    free(t->round.srcs);
-    free(t->reqs);
-    free(t->conns);
+    if (t->mem) {
+        t->mem->next = t->cx->free_rounds;
+        t->cx->free_rounds = t->mem;
+        t->mem = NULL;
+    }
     free(t->tmp);
-    t->round.step = NULL;
-    t->round.srcs = NULL;
-    t->reqs = NULL;
-    t->conns = NULL;
     t->tmp = NULL;
 }
 
-static ncclResult_t alloc_round(struct zn_task *t, int nranks)
+/* One allocation per round_mem, sized for the communicator (every task of a communicator gets
+ * the same capacity, so any cached one fits). */
+static ncclResult_t alloc_round(struct zn_task *t)
 {
-    int cap = t->kind == ZN_TASK_COLL ? zn_round_step_capacity(nranks) : 1;
-    int scap = t->kind == ZN_TASK_COLL ? zn_round_src_capacity(nranks) : 0;
-    t->round.step = malloc((size_t)cap * sizeof(*t->round.step));
-    t->round.srcs = scap ? malloc((size_t)scap * sizeof(*t->round.srcs)) : NULL;
-    t->reqs = malloc((size_t)cap * sizeof(*t->reqs));
-    t->conns = malloc((size_t)cap * sizeof(*t->conns));
-    if (!t->round.step || (scap && !t->round.srcs) || !t->reqs || !t->conns)
-        return zn_error(ncclSystemError, ZN_COLL, "out of memory for a round of %d steps", cap);
-    t->round.cap = cap;
-    t->round.srcs_cap = scap;
+    struct zn_exec_comm *cx = t->cx;
+    int n = cx->tctx->nranks;
+    size_t cap = (size_t)zn_round_step_capacity(n), scap = (size_t)zn_round_src_capacity(n);
+    struct zn_round_mem *m = cx->free_rounds;
+    if (m) {
+        cx->free_rounds = m->next;
+    } else {
+        size_t bytes = sizeof(*m) + cap * (sizeof(struct zn_step) + sizeof(struct zn_req) +
+                                           sizeof(struct zn_conn *)) +
+                       scap * sizeof(void *);
+        m = malloc(bytes);
+        if (!m)
+            return zn_error(ncclSystemError, ZN_COLL, "out of memory for a round of %zu steps",
+                            cap);
+        /* Order by alignment: requests and steps (8-byte fields) first. */
+        m->reqs = (struct zn_req *)(m + 1);
+        m->step = (struct zn_step *)(m->reqs + cap);
+        m->conns = (struct zn_conn **)(m->step + cap);
+        m->srcs = (const void **)(m->conns + cap);
+    }
+    t->mem = m;
+    t->round.step = m->step;
+    t->round.srcs = m->srcs;
+    t->round.cap = (int)cap;
+    t->round.srcs_cap = (int)scap;
+    t->reqs = m->reqs;
+    t->conns = m->conns;
     return ncclSuccess;
 }
 
@@ -81,7 +102,7 @@ static ncclResult_t start_coll(struct zn_task *t)
         cx->scratch = s;
         cx->scratch_size = need;
     }
-    ZN_CHECK(alloc_round(t, cx->tctx->nranks));
+    ZN_CHECK(alloc_round(t));
     t->plan = (struct zn_plan){.algo = algo, .ctx = cx->actx, .a = t->a, .scratch = cx->scratch,
                                .scratch_size = need};
     algo->start(&t->plan);
@@ -100,7 +121,7 @@ static ncclResult_t start_p2p(struct zn_task *t)
         t->done = 1;
         return ncclSuccess;
     }
-    ZN_CHECK(alloc_round(t, 1));
+    ZN_CHECK(alloc_round(t));
     struct zn_round *r = &t->round;
     zn_round_reset(r);
     size_t bytes = t->a.count * t->a.esize;

@@ -20,6 +20,16 @@
 #include "transport/peer.h"
 #include "transport/shm_arena.h"
 
+/* Round storage (steps, reduce sources, requests, connections) sized for a communicator:
+ * kept on a per-communicator free list so that a call does not allocate. */
+struct zn_round_mem {
+    struct zn_step *step;
+    const void **srcs;
+    struct zn_req *reqs;
+    struct zn_conn **conns;
+    struct zn_round_mem *next;
+};
+
 /* The executor's view of a communicator (owned by the api layer). */
 struct zn_exec_comm {
     const struct zn_tctx *tctx;
@@ -32,6 +42,7 @@ struct zn_exec_comm {
     int nlocal;             /* ranks of this communicator on this host (spin policy) */
     void *scratch;          /* grown on demand, freed by zn_exec_comm_fini */
     size_t scratch_size;
+    struct zn_round_mem *free_rounds;
 };
 void zn_exec_comm_fini(struct zn_exec_comm *cx);
 
@@ -58,8 +69,9 @@ struct zn_task {
     struct zn_plan plan;
     struct zn_round round;
     int round_active, posted;
-    struct zn_req *reqs;    /* one per step of the round */
-    struct zn_conn **conns; /* the connection of each SEND/RECV step */
+    struct zn_round_mem *mem; /* backs round, reqs and conns */
+    struct zn_req *reqs;      /* one per step of the round */
+    struct zn_conn **conns;   /* the connection of each SEND/RECV step */
     void *tmp;              /* pre-scaled input for premul */
     struct zn_task *self_match; /* send/recv to self: the matching task */
     int64_t last_progress;

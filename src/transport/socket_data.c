@@ -354,6 +354,9 @@ static ncclResult_t recv_sock(struct zs_conn *c, int s, int *progressed)
     for (;;) {
         if (!sk->rreq) {
             if (!sk->rhdr_ok) {
+                /* Nothing posted for this socket: do not read ahead. The peer may have closed
+                 * after its last message, which is normal. */
+                if (!sk->rcur && sk->rhdr_got == 0) return ncclSuccess;
                 if (sk->rhdr_got < ZN_SOCKET_FRAME_BYTES) {
                     rc = zn_sock_recv_some(sk->fd, sk->rhdr + sk->rhdr_got,
                                            ZN_SOCKET_FRAME_BYTES - sk->rhdr_got, &n);

@@ -326,6 +326,7 @@ int main(void)
              zn_sockaddr_port(&root_addr));
     pthread_t attacker;
     if (rank == 0) {
+        unlink(ready_path); /* a leftover of an earlier run that died */
         memcpy(&ra.root, id.root_addr, sizeof(ra.root));
         pthread_create(&attacker, NULL, attack_root, &ra);
     } else {

@@ -508,8 +508,11 @@ static int run_one(struct params *p, int nranks)
     default: return 1;
     }
     int before = failures;
-    printf("%s, %s, %d ranks, victim rank %d, ZINC_TIMEOUT=%d:\n", scenario_names[p->sc],
-           job.transport, nranks, p->victim, job.zinc_timeout_s);
+    char victim[32] = "";
+    if (p->sc == KILL || p->sc == EXIT || p->sc == INIT_MISSING || p->sc == INIT_KILLED)
+        snprintf(victim, sizeof(victim), ", victim rank %d", p->victim);
+    printf("%s, %s, %d ranks%s, ZINC_TIMEOUT=%d:\n", scenario_names[p->sc], job.transport, nranks,
+           victim, job.zinc_timeout_s);
     fflush(stdout);
     if (fh_run(&job) != 0 && !job.timed_out) {
         printf("  FAIL: the harness could not run the job\n");

@@ -6,7 +6,7 @@
  * exact size) and then its exact-size prefix, once with a fixed magic and once with the magic
  * the bytes themselves carry (so that the field checks are reached). Whatever is accepted must
  * be in range, must encode back to the same bytes, and, for a frame, its parts must tile the
- * message.
+ * message. (Written against the format as of the ABORT frame, ZN_SOCKET_FRAME_ABORT.)
  */
 #include "transport/socket_wire.h"
 
@@ -52,7 +52,12 @@ static void frame(const uint8_t *buf, size_t len)
     if (rc != 0) return;
     REQUIRE(len == ZN_SOCKET_FRAME_BYTES);
     REQUIRE(f.nparts >= 1 && f.nparts <= ZN_SOCKET_MAX_NSOCKS && f.part < f.nparts);
-    REQUIRE((f.flags & ~ZN_SOCKET_FRAME_STRIPED) == 0);
+    /* Known flags only: STRIPED, or ABORT alone (one part of at most ZN_SOCKET_ABORT_MAX bytes
+     * of text, which the receiver then reads into a buffer of that size). */
+    if (f.flags == ZN_SOCKET_FRAME_ABORT)
+        REQUIRE(f.nparts == 1 && f.part == 0 && f.length <= ZN_SOCKET_ABORT_MAX);
+    else
+        REQUIRE((f.flags & ~ZN_SOCKET_FRAME_STRIPED) == 0);
     uint8_t again[ZN_SOCKET_FRAME_BYTES];
     zn_socket_frame_encode(&f, again);
     REQUIRE(memcmp(again, buf, ZN_SOCKET_FRAME_BYTES) == 0);

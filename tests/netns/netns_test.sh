@@ -207,20 +207,27 @@ run_job() {
             failed=1
             if ((rc == 124 || rc == 137)); then
                 echo "rank ${rank_of[$pid]} ($name) ran past ${limit}s and was killed" >&2
+            elif ((rc > 128)); then
+                echo "rank ${rank_of[$pid]} ($name) was killed by signal $((rc - 128))" >&2
             else
                 echo "rank ${rank_of[$pid]} ($name) exited with status $rc" >&2
             fi
-            if [[ -z $first_fail ]] && ((${#live[@]})); then
+            if [[ -z $first_fail ]]; then
                 first_fail=${rank_of[$pid]}
-                # Give the others 15 s to report the failure themselves, then stop them.
-                (
-                    trap 'kill $sp 2>/dev/null; exit 0' TERM
-                    sleep 15 &
-                    sp=$!
-                    wait $sp
-                    kill -TERM "${live[@]}" 2>/dev/null
-                ) &
-                KILLER_PID=$!
+                # Give the others 15 s to report the failure themselves, then stop whatever
+                # still runs inside the host namespaces (only this job's ranks do).
+                if ((${#live[@]})); then
+                    (
+                        trap 'kill $sp 2>/dev/null; exit 0' TERM
+                        sleep 15 &
+                        sp=$!
+                        wait $sp
+                        for ns in "${HOST_NS[@]}"; do
+                            for p in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$p" 2>/dev/null; done
+                        done
+                    ) &
+                    KILLER_PID=$!
+                fi
             fi
         fi
         unset pid
@@ -285,7 +292,7 @@ done
 # --- 2. every collective, checked -----------------------------------------------------------------
 run_job coll 380 -- "$COLL_CHECK" "${COLL_ARGS[@]}"
 log "coll_check ${COLL_ARGS[*]:-(full matrix)}: ${JOB_S}s: $(grep -h "coll_check:" "$TMP/coll.0.log" || echo '?')"
-grep -q "0 failed" "$TMP/coll.0.log" || fail "coll_check did not report '0 failed': $(cat "$TMP/coll.0.log")"
+grep -qE "checks, 0 failed$" "$TMP/coll.0.log" || fail "coll_check did not report '0 failed': $(cat "$TMP/coll.0.log")"
 
 # --- 3. groups, send/recv, split ----------------------------------------------------------------
 run_job group 120 -- "$GROUP_CHECK"
