@@ -76,7 +76,12 @@ static int host_graph_begin(int dev, cudaStream_t stream)
     return host_graph_unsupported();
 }
 
-static int host_graph_end(int dev, cudaStream_t stream, void **exec)
+static int host_graph_end(int dev, cudaStream_t stream, void **graph)
+{
+    return host_graph_unsupported();
+}
+
+static int host_graph_instantiate(int dev, void *graph, void **exec)
 {
     return host_graph_unsupported();
 }
@@ -86,7 +91,7 @@ static int host_graph_launch(int dev, cudaStream_t stream, void *exec)
     return host_graph_unsupported();
 }
 
-static void host_graph_free(int dev, void *exec) {}
+static void host_graph_free(int dev, void *graph, void *exec) {}
 
 static const struct zp_mem zp_mem_host = {
     .name = "host",
@@ -101,6 +106,7 @@ static const struct zp_mem zp_mem_host = {
     .describe = host_describe,
     .graph_begin = host_graph_begin,
     .graph_end = host_graph_end,
+    .graph_instantiate = host_graph_instantiate,
     .graph_launch = host_graph_launch,
     .graph_free = host_graph_free,
 };
@@ -112,14 +118,16 @@ static const struct zp_mem zp_mem_host = {
 #ifdef ZINC_PERF_CUDA
 #include <cuda_runtime.h>
 
-#define CUDA_TRY(dev, call)                                                        \
-    do {                                                                           \
-        cudaError_t e_ = (call);                                                   \
-        if (e_ != cudaSuccess) {                                                   \
-            fprintf(stderr, "zinc-perf: %s failed on device %d: %s\n", #call, dev, \
-                    cudaGetErrorString(e_));                                       \
-            return -1;                                                             \
-        }                                                                          \
+static int cuda_failed(int dev, const char *what, cudaError_t e)
+{
+    fprintf(stderr, "zinc-perf: %s failed on device %d: %s\n", what, dev, cudaGetErrorString(e));
+    return -1;
+}
+
+#define CUDA_TRY(dev, call)                                        \
+    do {                                                           \
+        cudaError_t e_ = (call);                                   \
+        if (e_ != cudaSuccess) return cuda_failed(dev, #call, e_); \
     } while (0)
 
 static int cuda_use(int dev)
@@ -133,10 +141,11 @@ static int cuda_alloc(int dev, size_t bytes, void **ptr)
     void *p = NULL;
     CUDA_TRY(dev, cudaSetDevice(dev));
     CUDA_TRY(dev, cudaMalloc(&p, bytes ? bytes : 1));
-    if (cudaMemset(p, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
-        fprintf(stderr, "zinc-perf: cudaMemset failed on device %d\n", dev);
+    cudaError_t e = cudaMemset(p, 0, bytes);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
         cudaFree(p);
-        return -1;
+        return cuda_failed(dev, "cudaMemset", e);
     }
     *ptr = p;
     return 0;
@@ -180,8 +189,7 @@ static int cuda_query(int dev, cudaStream_t stream)
 {
     cudaError_t e = cudaStreamQuery(stream);
     if (e == cudaErrorNotReady) return 0;
-    CUDA_TRY(dev, e);
-    return 1;
+    return e == cudaSuccess ? 1 : cuda_failed(dev, "cudaStreamQuery", e);
 }
 
 static void cuda_describe(int dev, char *buf, size_t len)
@@ -203,15 +211,22 @@ static int cuda_graph_begin(int dev, cudaStream_t stream)
     return 0;
 }
 
-static int cuda_graph_end(int dev, cudaStream_t stream, void **exec)
+static int cuda_graph_end(int dev, cudaStream_t stream, void **graph)
 {
-    cudaGraph_t graph;
-    cudaGraphExec_t ge;
+    cudaGraph_t g;
     CUDA_TRY(dev, cudaSetDevice(dev));
-    CUDA_TRY(dev, cudaStreamEndCapture(stream, &graph));
-    cudaError_t e = cudaGraphInstantiate(&ge, graph, 0);
-    cudaGraphDestroy(graph); /* the executable graph does not need it */
-    CUDA_TRY(dev, e);
+    CUDA_TRY(dev, cudaStreamEndCapture(stream, &g));
+    *graph = g;
+    return 0;
+}
+
+static int cuda_graph_instantiate(int dev, void *graph, void **exec)
+{
+    cudaGraphExec_t ge;
+    cudaError_t e = cudaSetDevice(dev);
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&ge, (cudaGraph_t)graph, 0);
+    cudaGraphDestroy((cudaGraph_t)graph); /* the executable graph does not need it */
+    if (e != cudaSuccess) return cuda_failed(dev, "cudaGraphInstantiate", e);
     *exec = ge;
     return 0;
 }
@@ -223,9 +238,11 @@ static int cuda_graph_launch(int dev, cudaStream_t stream, void *exec)
     return 0;
 }
 
-static void cuda_graph_free(int dev, void *exec)
+static void cuda_graph_free(int dev, void *graph, void *exec)
 {
-    if (exec && cudaSetDevice(dev) == cudaSuccess) cudaGraphExecDestroy((cudaGraphExec_t)exec);
+    if ((!graph && !exec) || cudaSetDevice(dev) != cudaSuccess) return;
+    if (graph) cudaGraphDestroy((cudaGraph_t)graph);
+    if (exec) cudaGraphExecDestroy((cudaGraphExec_t)exec);
 }
 
 static const struct zp_mem zp_mem_cuda = {
@@ -241,6 +258,7 @@ static const struct zp_mem zp_mem_cuda = {
     .describe = cuda_describe,
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,
+    .graph_instantiate = cuda_graph_instantiate,
     .graph_launch = cuda_graph_launch,
     .graph_free = cuda_graph_free,
 };

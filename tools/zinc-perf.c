@@ -26,9 +26,11 @@
  * out of the timings and to ask nothing of the library about destroying an op that a pending
  * group still uses.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,11 +55,11 @@ struct zp_rank {
     int rank, dev; /* global rank; CUDA device or -1 */
     ncclComm_t comm;
     cudaStream_t stream;
-    void *send, *recv; /* max_bytes each */
-    void *small;       /* ZP_LINE bytes: one double for combining, or a device line */
-    ncclRedOp_t op;    /* the op of the current block */
-    int op_created;    /* op came from ncclRedOpCreatePreMulSum */
-    void *graph;       /* instantiated CUDA graph while one exists */
+    void *send, *recv;  /* max_bytes each */
+    void *small;        /* ZP_LINE bytes: one double for combining, or a device line */
+    ncclRedOp_t op;     /* the op of the current block */
+    int op_created;     /* op came from ncclRedOpCreatePreMulSum */
+    void *graph, *exec; /* captured / instantiated CUDA graph while one exists */
 };
 
 struct zp_place {
@@ -131,34 +133,31 @@ static void usage(FILE *f, const char *prog)
         prog);
 }
 
+/* Prints "zinc-perf: <message>" on stderr; returns -1 for the caller to pass up. */
+__attribute__((format(printf, 1, 2))) static int complain(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "zinc-perf: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return -1;
+}
+
 /* nccl-tests' size syntax: a number with an optional K, M or G (powers of 1024). */
 static int parse_size(const char *s, const char *what, size_t *out)
 {
+    static const char units[] = "KkMmGg";
     char *end;
-    double v = strtod(s, &end), unit = 1;
-    switch (end != s ? *end : '\0') {
-    case 'K':
-    case 'k':
-        unit = 1024.0;
+    double v = strtod(s, &end);
+    const char *u = end != s && *end ? strchr(units, *end) : NULL;
+    if (u) {
+        v = ldexp(v, 10 * (int)((u - units) / 2 + 1));
         end++;
-        break;
-    case 'M':
-    case 'm':
-        unit = 1024.0 * 1024;
-        end++;
-        break;
-    case 'G':
-    case 'g':
-        unit = 1024.0 * 1024 * 1024;
-        end++;
-        break;
-    default: break;
     }
-    if (end == s || *end || !(v >= 0) || v * unit > 0x1p62) {
-        fprintf(stderr, "zinc-perf: invalid %s '%s'\n", what, s);
-        return -1;
-    }
-    *out = (size_t)(v * unit);
+    if (end == s || *end || !(v >= 0) || v > 0x1p62) return complain("invalid %s '%s'", what, s);
+    *out = (size_t)v;
     return 0;
 }
 
@@ -166,10 +165,8 @@ static int parse_int(const char *s, const char *what, long lo, long hi, int *out
 {
     char *end;
     long v = strtol(s, &end, 0);
-    if (end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "zinc-perf: invalid %s '%s' (expected %ld..%ld)\n", what, s, lo, hi);
-        return -1;
-    }
+    if (end == s || *end || v < lo || v > hi)
+        return complain("invalid %s '%s' (expected %ld..%ld)", what, s, lo, hi);
     *out = (int)v;
     return 0;
 }
@@ -181,10 +178,7 @@ static int parse_choice(const char *s, const char *what, int (*find)(const char 
         *out = -1;
         return 0;
     }
-    if ((*out = find(s)) < 0) {
-        fprintf(stderr, "zinc-perf: unknown %s '%s' (see -h)\n", what, s);
-        return -1;
-    }
+    if ((*out = find(s)) < 0) return complain("unknown %s '%s' (see -h)", what, s);
     return 0;
 }
 
@@ -255,27 +249,22 @@ static int parse_opts(int argc, char **argv, struct zp_opts *o)
     o->coll = zp_coll_find(prog) ? zp_coll_find(prog) : &zp_colls[0];
     while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:w:c:o:d:r:z:G:a:J:h", longopts, NULL)) !=
            -1) {
-        if (c == 'h') return usage(stdout, prog), 1;
-        if (c == '?' || parse_option(o, c, optarg)) {
-            fprintf(stderr, "zinc-perf: run '%s -h' for the options\n", prog);
-            return -1;
+        if (c == 'h') {
+            usage(stdout, prog);
+            return 1;
         }
+        if (c == '?' || parse_option(o, c, optarg))
+            return complain("run '%s -h' for the options", prog);
     }
-    if (optind < argc && !(o->coll = zp_coll_find(argv[optind++]))) {
-        fprintf(stderr, "zinc-perf: unknown collective '%s' (see -h)\n", argv[optind - 1]);
-        return -1;
-    }
-    if (optind < argc)
-        return fprintf(stderr, "zinc-perf: unexpected argument '%s'\n", argv[optind]), -1;
+    if (optind < argc && !(o->coll = zp_coll_find(argv[optind])))
+        return complain("unknown collective '%s' (see -h)", argv[optind]);
+    if (++optind < argc) return complain("unexpected argument '%s'", argv[optind]);
     if (o->min_bytes > o->max_bytes)
-        return fprintf(stderr, "zinc-perf: minbytes %zu > maxbytes %zu\n", o->min_bytes,
-                       o->max_bytes),
-               -1;
+        return complain("minbytes %zu > maxbytes %zu", o->min_bytes, o->max_bytes);
     if (o->step_factor <= 1 && o->step_bytes == 0)
-        return fprintf(stderr, "zinc-perf: stepbytes must be > 0 without a stepfactor\n"), -1;
+        return complain("stepbytes must be > 0 without a stepfactor");
     if (o->graphs && o->blocking)
-        return fprintf(stderr, "zinc-perf: -z 1 cannot wait inside a CUDA graph capture (-G)\n"),
-               -1;
+        return complain("-z 1 cannot wait inside a CUDA graph capture (-G)");
     return 0;
 }
 
@@ -433,18 +422,25 @@ static int issue(struct zp_bench *b, const struct zp_block *k, const struct zp_s
     if (!launches) return 0;
     for (int i = 0; i < b->nlocal; i++)
         if (b->mem->graph_end(b->r[i].dev, b->r[i].stream, &b->r[i].graph)) return -1;
+    /* Only now that no stream of this thread is capturing may graphs be instantiated. */
+    for (int i = 0; i < b->nlocal; i++) {
+        struct zp_rank *r = &b->r[i];
+        int rc = b->mem->graph_instantiate(r->dev, r->graph, &r->exec);
+        r->graph = NULL;
+        if (rc) return -1;
+    }
     *t0 = now();
     for (int l = 0; l < launches; l++)
         for (int i = 0; i < b->nlocal; i++)
-            if (b->mem->graph_launch(b->r[i].dev, b->r[i].stream, b->r[i].graph)) return -1;
+            if (b->mem->graph_launch(b->r[i].dev, b->r[i].stream, b->r[i].exec)) return -1;
     return 0;
 }
 
 static void graphs_free(struct zp_bench *b)
 {
     for (int i = 0; i < b->nlocal; i++) {
-        b->mem->graph_free(b->r[i].dev, b->r[i].graph);
-        b->r[i].graph = NULL;
+        b->mem->graph_free(b->r[i].dev, b->r[i].graph, b->r[i].exec);
+        b->r[i].graph = b->r[i].exec = NULL;
     }
 }
 
@@ -554,7 +550,7 @@ static int record(struct zp_bench *b, const struct zp_result *res)
     if (b->nres == b->capres) {
         size_t cap = b->capres ? 2 * b->capres : 64;
         struct zp_result *n = realloc(b->res, cap * sizeof(*n));
-        if (!n) return fprintf(stderr, "zinc-perf: out of memory\n"), -1;
+        if (!n) return complain("out of memory");
         b->res = n;
         b->capres = cap;
     }
@@ -638,7 +634,7 @@ static int setup_ranks(struct zp_bench *b)
     b->r = calloc((size_t)b->nlocal, sizeof(*b->r));
     b->vals = calloc((size_t)b->nlocal, sizeof(*b->vals));
     b->host = malloc(b->o.max_bytes ? b->o.max_bytes : 1);
-    if (!b->r || !b->vals || !b->host) return fprintf(stderr, "zinc-perf: out of memory\n"), -1;
+    if (!b->r || !b->vals || !b->host) return complain("out of memory");
     for (int i = 0; i < b->nlocal; i++) {
         struct zp_rank *r = &b->r[i];
         r->rank = b->li.rank * b->nlocal + i;
@@ -726,7 +722,7 @@ static int print_devices(struct zp_bench *b)
     char *all = malloc(all_bytes);
     void **bufs = calloc((size_t)b->nlocal, sizeof(*bufs));
     int rc = all && bufs ? gather_lines(b, bufs, all, all_bytes) : -1;
-    if (!all || !bufs) fprintf(stderr, "zinc-perf: out of memory\n");
+    if (!all || !bufs) complain("out of memory");
     if (!rc && b->main) {
         printf("# Using devices\n");
         for (int r = 0; r < b->nranks; r++)
@@ -836,7 +832,8 @@ static int write_json(const struct zp_bench *b)
 {
     FILE *f;
     if (!b->main || !b->o.json) return 0;
-    if (!(f = fopen(b->o.json, "w"))) return perror(b->o.json), -1;
+    if (!(f = fopen(b->o.json, "w")))
+        return complain("cannot write %s: %s", b->o.json, strerror(errno));
     json_params(f, b);
     fprintf(f, "  \"results\": [");
     for (size_t i = 0; i < b->nres; i++) {
@@ -855,7 +852,7 @@ static int write_json(const struct zp_bench *b)
     fprintf(f, "\n  ],\n  \"out_of_bounds\": %d,\n  ", b->errors);
     json_num(f, "avg_busbw", avg_busbw(b));
     fprintf(f, "\n}\n");
-    if (fclose(f) != 0) return perror(b->o.json), -1;
+    if (fclose(f) != 0) return complain("cannot write %s: %s", b->o.json, strerror(errno));
     return 0;
 }
 
@@ -865,7 +862,7 @@ static void teardown(struct zp_bench *b, int failed)
 {
     for (int i = 0; b->r && i < b->nlocal; i++) {
         struct zp_rank *r = &b->r[i];
-        b->mem->graph_free(r->dev, r->graph);
+        b->mem->graph_free(r->dev, r->graph, r->exec);
         if (r->comm) {
             ncclResult_t res = failed ? ncclCommAbort(r->comm) : ncclCommDestroy(r->comm);
             if (res != ncclSuccess)
@@ -882,36 +879,42 @@ static void teardown(struct zp_bench *b, int failed)
     free(b->res);
 }
 
+/* Ranks from the launcher, the memory mode, and the checks that need them. */
+static int configure(struct zp_bench *b)
+{
+    zn_launch_info_get(&b->li);
+    b->nlocal = b->o.ngpus;
+    b->nranks = b->li.nranks * b->nlocal;
+    b->main = b->li.rank == 0;
+    if (b->o.root >= b->nranks)
+        return complain("root %d out of range (%d ranks)", b->o.root, b->nranks);
+    b->mem = zp_mem_select(&b->ndev);
+    if (b->o.graphs && !b->ndev)
+        return complain("-G (CUDA graphs) needs GPU buffers; this run uses host memory");
+    /* zinc picks host communicators when told so; real NCCL ignores the variable. Without
+     * it, a CUDA build of zinc on a GPU machine would expect device buffers from us. */
+    if (!b->ndev) setenv("ZINC_DEVICE", "host", 0);
+    if (ncclGetVersion(&b->version) != ncclSuccess) b->version = 0;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct zp_bench b = { 0 };
-    int rc, failed = 0;
+    int rc = parse_opts(argc, argv, &b.o);
+    if (rc) return rc > 0 ? 0 : 2;
     setvbuf(stdout, NULL, _IOLBF, 0); /* rows appear as they are measured */
-    if ((rc = parse_opts(argc, argv, &b.o)) != 0) return rc > 0 ? 0 : 2;
-    zn_launch_info_get(&b.li);
-    b.nlocal = b.o.ngpus;
-    b.nranks = b.li.nranks * b.nlocal;
-    b.main = b.li.rank == 0;
-    if (b.o.root >= b.nranks) {
-        fprintf(stderr, "zinc-perf: root %d out of range (%d ranks)\n", b.o.root, b.nranks);
-        return 2;
-    }
-    b.mem = zp_mem_select(&b.ndev);
-    if (b.o.graphs && !b.ndev) {
-        fprintf(stderr,
-                "zinc-perf: -G (CUDA graphs) needs GPU buffers; this run uses host memory\n");
-        return 2;
-    }
-    /* zinc picks host communicators when told so; real NCCL ignores the variable. Without
-     * it, a CUDA build of zinc on a GPU machine would expect device buffers from us. */
-    if (!b.ndev) setenv("ZINC_DEVICE", "host", 0);
-    if (ncclGetVersion(&b.version) != ncclSuccess) b.version = 0;
+    if (configure(&b)) return 2;
     print_header(&b);
-    if (setup_ranks(&b) || init_comms(&b) || print_devices(&b)) failed = 1;
-    if (!failed) print_columns(&b);
-    if (!failed && run_all(&b)) failed = 1;
-    if (!failed) print_footer(&b);
-    if (!failed && write_json(&b)) failed = 1;
-    teardown(&b, failed);
-    return failed ? 2 : b.errors ? 1 : 0;
+    rc = setup_ranks(&b) || init_comms(&b) || print_devices(&b);
+    if (!rc) {
+        print_columns(&b);
+        rc = run_all(&b);
+    }
+    if (!rc) {
+        print_footer(&b);
+        rc = write_json(&b);
+    }
+    teardown(&b, rc);
+    return rc ? 2 : b.errors ? 1 : 0; /* as in the usage text */
 }

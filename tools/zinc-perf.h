@@ -173,12 +173,15 @@ struct zp_mem {
     int (*query)(int dev, cudaStream_t stream); /* 1: all work done, 0: still running */
     /* "device  3 [0x1b] NVIDIA H100" or "device host", for the "Using devices" list. */
     void (*describe)(int dev, char *buf, size_t len);
-    /* CUDA graphs (-G): capture what is issued on stream between begin and end, then replay
-     * the instantiated graph. Host memory has no graphs: these report "not supported". */
+    /* CUDA graphs (-G): capture what is issued on stream between begin and end, instantiate,
+     * then replay. Every capture of the thread must have ended before any graph is
+     * instantiated (thread-local capture mode forbids it). instantiate consumes graph; free
+     * takes either handle or NULL. Host memory has no graphs: these report "not supported". */
     int (*graph_begin)(int dev, cudaStream_t stream);
-    int (*graph_end)(int dev, cudaStream_t stream, void **exec);
+    int (*graph_end)(int dev, cudaStream_t stream, void **graph);
+    int (*graph_instantiate)(int dev, void *graph, void **exec);
     int (*graph_launch)(int dev, cudaStream_t stream, void *exec);
-    void (*graph_free)(int dev, void *exec);
+    void (*graph_free)(int dev, void *graph, void *exec);
 };
 
 /* GPU memory when built with CUDA, a device is visible and ZINC_DEVICE is not "host";

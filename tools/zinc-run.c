@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -56,6 +57,8 @@ static const char usage_text[] =
     "  -n, -np N           number of ranks (1 or more)\n"
     "  -t, --timeout S     stop the job and exit 124 if it runs longer than S seconds\n"
     "  --tag-output        prefix each output line with \"[RANK] \"\n"
+    "  --bind core|none    pin rank r to the r-th allowed CPU (default: core when the ranks\n"
+    "                      fit on the CPUs zinc-run may use, as mpirun does; none otherwise)\n"
     "  -h, --help          print this help\n"
     "\n"
     "Ranks get ZINC_RANK, ZINC_NRANKS, ZINC_LOCAL_RANK, ZINC_LOCAL_NRANKS, RANK, WORLD_SIZE,\n"
@@ -67,6 +70,7 @@ struct options {
     int nranks;
     double timeout; /* seconds; 0 means none */
     bool tag_output;
+    int bind; /* -1: decide from the CPU count; 0: none; 1: core */
     char **argv; /* PROGRAM ARGS..., the NULL-terminated tail of main's argv */
 };
 
@@ -164,6 +168,14 @@ static void parse_options(int argc, char **argv, struct options *opt)
             opt->timeout = parse_seconds(v);
         else if (strcmp(a, "--tag-output") == 0)
             opt->tag_output = true;
+        else if ((v = option_value(argc, argv, &i, "--bind"))) {
+            if (strcmp(v, "core") == 0)
+                opt->bind = 1;
+            else if (strcmp(v, "none") == 0)
+                opt->bind = 0;
+            else
+                usage_error("--bind takes core or none, not '%s'", v);
+        }
         else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage_text, stdout);
             exit(0);
@@ -325,6 +337,27 @@ static void job_destroy(struct job *job)
 
 /* ---- Starting ranks -------------------------------------------------------------------------- */
 
+/* Pin rank r to the r-th CPU zinc-run may use. Ranks that spin-wait on each other must not
+ * share a core by accident (the scheduler may start two on one core and leave them there);
+ * mpirun binds for the same reason. */
+static void bind_rank(const struct job *job, int r)
+{
+    cpu_set_t allowed, one;
+    if (job->opt.bind == 0 || sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+    int ncpu = CPU_COUNT(&allowed);
+    if (job->opt.bind < 0 && job->opt.nranks > ncpu) return;
+    int want = r % ncpu, seen = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &allowed)) continue;
+        if (seen++ == want) {
+            CPU_ZERO(&one);
+            CPU_SET(c, &one);
+            sched_setaffinity(0, sizeof(one), &one);
+            return;
+        }
+    }
+}
+
 /* Runs in the forked child; never returns. */
 static _Noreturn void exec_rank(const struct job *job, int r, int out_w, int err_w)
 {
@@ -338,6 +371,7 @@ static _Noreturn void exec_rank(const struct job *job, int r, int out_w, int err
     setrlimit(RLIMIT_NOFILE, &job->old_nofile);
     if (out_w >= 0 && (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0))
         _exit(EXIT_ERROR);
+    bind_rank(job, r);
     setenv_int("ZINC_RANK", r);
     setenv_int("ZINC_LOCAL_RANK", r);
     setenv_int("RANK", r);
@@ -715,7 +749,7 @@ static void start_ranks(struct job *job)
 
 int main(int argc, char **argv)
 {
-    struct job job = { .sigfd = -1 };
+    struct job job = { .sigfd = -1, .opt = { .bind = -1 } };
     parse_options(argc, argv, &job.opt);
     if (job_create(&job) != 0) {
         job_destroy(&job);

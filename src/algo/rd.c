@@ -54,7 +54,7 @@ static double rd_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args *
     size_t ce = zn_p2p_chunk_elems(ctx, a->esize);
     double k = (double)zn_p2p_npieces(a->count, ce);
     size_t piece = zn_p2p_min(ce, a->count) * a->esize;
-    double msg = zn_cost_msg(ctx, piece), red = (double)piece / zn_cost.reduce_bw;
+    double msg = zn_cost_msg(ctx, piece), red = 2.0 * (double)piece / zn_cost.reduce_bw;
     int l = floor_log2(n), rem = n - (1 << l);
     double c = k * l * (msg + red);
     if (rem) c += (k + 1) * msg + k * red;

@@ -59,7 +59,7 @@ static double ring_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args
     size_t ce = zn_p2p_chunk_elems(ctx, a->esize), len = run_len(ctx, a);
     double k = (double)zn_p2p_npieces(len, ce);
     size_t piece = zn_p2p_min(ce, len) * a->esize;
-    double msg = zn_cost_msg(ctx, piece), red = (double)piece / zn_cost.reduce_bw;
+    double msg = zn_cost_msg(ctx, piece), red = 2.0 * (double)piece / zn_cost.reduce_bw;
     double steps = (double)(n - 1) * k;
     switch (a->coll) {
     case ZN_COLL_ALLREDUCE: return steps * (2 * msg + red);

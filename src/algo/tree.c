@@ -36,7 +36,7 @@ static double tree_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args
     if (n == 1) return zn_p2p_cost_single(a);
     size_t bytes = a->count * a->esize;
     double step = zn_cost_msg(ctx, bytes);
-    if (a->coll == ZN_COLL_REDUCE) step += (double)bytes / zn_cost.reduce_bw;
+    if (a->coll == ZN_COLL_REDUCE) step += 2.0 * (double)bytes / zn_cost.reduce_bw;
     return zn_p2p_ceil_log2(n) * step;
 }
 

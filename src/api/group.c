@@ -56,7 +56,6 @@ static ncclResult_t run_ops(struct zn_gop *ops, int n)
         return zn_error(ncclSystemError, ZN_COLL, "out of memory for %d operations", n);
     }
     if (n == 1) memset(&one_task, 0, sizeof(one_task));
-    comms_enter(ops, n, 1);
     for (int i = 0; i < n; i++) {
         struct zn_task *t = &tasks[i];
         t->kind = ops[i].kind == ZN_GOP_COLL   ? ZN_TASK_COLL
@@ -81,7 +80,6 @@ static ncclResult_t run_ops(struct zn_gop *ops, int n)
             if (!tasks[i].done || tasks[i].err != ncclSuccess) zn_comm_set_error(ops[i].comm, res);
     }
     for (int i = 0; i < n; i++) zn_task_release(&tasks[i]);
-    comms_enter(ops, n, -1);
     if (n > 1) {
         free(tasks);
         free(ptrs);
@@ -124,29 +122,34 @@ static ncclResult_t run_group(struct zn_gop *ops, int n)
         return zn_error(ncclInvalidUsage, ZN_CALL,
                         "a group may hold communicator inits or operations, not both");
     if (ninit) return run_inits(ops, n);
-    for (int i = 0; i < n; i++) {
+    /* The communicators stay busy until the error is saved on them: ncclCommAbort on another
+     * thread waits for that before it frees them. */
+    comms_enter(ops, n, 1);
+    ncclResult_t res = ncclSuccess;
+    for (int i = 0; i < n && res == ncclSuccess; i++) {
         ncclResult_t st = (ncclResult_t)atomic_load(&ops[i].comm->async_err);
-        if (st != ncclSuccess) {
-            if (st == ncclInProgress)
-                return zn_error(ncclInvalidUsage, ZN_CALL,
-                                "communicator %p is still initialising (non-blocking init): wait "
-                                "for ncclCommGetAsyncError to return ncclSuccess",
-                                (void *)ops[i].comm);
-            return zn_error(st, ZN_CALL,
-                            "communicator %p failed earlier and cannot run operations (%s)",
-                            (void *)ops[i].comm, ops[i].comm->last_error);
-        }
+        if (st == ncclInProgress)
+            res = zn_error(ncclInvalidUsage, ZN_CALL,
+                           "communicator %p is still initialising (non-blocking init): wait for "
+                           "ncclCommGetAsyncError to return ncclSuccess",
+                           (void *)ops[i].comm);
+        else if (st != ncclSuccess)
+            res = zn_error(st, ZN_CALL,
+                           "communicator %p failed earlier and cannot run operations (%s)",
+                           (void *)ops[i].comm, ops[i].comm->last_error);
     }
-    return run_ops(ops, n);
+    if (res == ncclSuccess) res = run_ops(ops, n);
+    if (res != ncclSuccess)
+        for (int i = 0; i < n; i++) zn_comm_save_error(ops[i].comm);
+    comms_enter(ops, n, -1);
+    return res;
 }
 
 ncclResult_t zn_group_submit(const struct zn_gop *op)
 {
     if (grp.depth == 0) {
         struct zn_gop copy = *op;
-        ncclResult_t res = run_group(&copy, 1);
-        if (res != ncclSuccess && res != ncclInProgress) zn_comm_save_error(op->comm);
-        return res;
+        return run_group(&copy, 1);
     }
     if (grp.nops == grp.cap) {
         int cap = grp.cap ? grp.cap * 2 : 16;
@@ -188,11 +191,7 @@ ZN_API(ncclResult_t, ncclGroupEnd, void)
     int n = grp.nops;
     grp.ops = NULL;
     group_clear();
-    if (n > 0) {
-        res = run_group(ops, n);
-        if (res != ncclSuccess && res != ncclInProgress)
-            for (int i = 0; i < n; i++) zn_comm_save_error(ops[i].comm);
-    }
+    if (n > 0) res = run_group(ops, n);
     free(ops);
     return res;
 }

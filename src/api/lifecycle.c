@@ -142,8 +142,12 @@ ZN_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
     if (!comm) return ncclSuccess;
     ZN_CHECK(zn_comm_check(comm, "ncclCommAbort"));
     atomic_store(&comm->abort_flag, 1);
-    char msg[160];
-    snprintf(msg, sizeof(msg), "rank %d aborted its communicator (ncclCommAbort)", comm->rank);
+    char who[128] = "", msg[200];
+    if (comm->peers)
+        zn_peer_str(&comm->tctx, comm->rank, who, sizeof(who));
+    else
+        snprintf(who, sizeof(who), "rank %d", comm->rank);
+    snprintf(msg, sizeof(msg), "%s aborted its communicator (ncclCommAbort)", who);
     /* Peers waiting on this rank through shared memory learn it at once. */
     if (comm->arena) zn_arena_set_abort(comm->arena, ncclRemoteError, msg);
     wait_idle(comm);

@@ -268,6 +268,13 @@ static ncclResult_t check_stalled(struct zn_task *t, int64_t now)
         return zn_error(ncclRemoteError, ZN_COLL, "%s failed: %s", task_name(t), msg);
     int peer = blocking_peer(t);
     if (peer >= 0 && zn_peer_dead(cx->watch, peer)) {
+        /* The peer may have delivered everything and exited between our last look and this
+         * check. Fail only after one more pass without progress: a dead process writes
+         * nothing, so that pass is conclusive. */
+        if (t->suspect != peer + 1) {
+            t->suspect = peer + 1;
+            return ncclSuccess;
+        }
         zn_peer_str(cx->tctx, peer, who, sizeof(who));
         return zn_error(ncclRemoteError, ZN_COLL,
                         "%s exited or was killed while this rank was in %s", who, task_name(t));
@@ -314,15 +321,17 @@ static ncclResult_t match_self(struct zn_task **tasks, int n)
     return ncclSuccess;
 }
 
-/* How long a waiting thread spins before it yields: yielding at once when ranks outnumber
- * cores, since the rank we wait for may need our core. */
+/* How long a waiting thread spins before it yields (about 20 us of pause instructions): long
+ * enough to catch a peer's answer in shared memory without a system call, short enough that a
+ * peer sharing our core gets it back quickly. Yield at once when ranks outnumber cores, since
+ * the rank we wait for then surely needs our core. */
 static int spin_limit(const struct zn_task *t)
 {
     int64_t p = zn_params()->spin;
     if (p >= 0) return (int)p;
     static long ncpu;
     if (!ncpu) ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-    return t->cx->nlocal > ncpu ? 0 : 20000;
+    return t->cx->nlocal > ncpu ? 0 : 1000;
 }
 
 static inline void cpu_relax(void)
@@ -375,6 +384,7 @@ ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
             if (res != ncclSuccess) return fail_task(t, res);
             if (progressed) {
                 any = 1;
+                t->suspect = 0;
                 t->last_progress = 0; /* stamped below, once per pass */
             }
             if (t->done) remaining--;
@@ -398,8 +408,11 @@ ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
             for (int i = 0; i < n; i++) {
                 struct zn_task *t = tasks[i];
                 if (t->done || !t->started) continue;
+                int suspected = t->suspect;
                 ncclResult_t res = check_stalled(t, now);
                 if (res != ncclSuccess) return fail_task(t, res);
+                /* A new suspicion is confirmed after one more pass, not a millisecond later. */
+                if (!suspected && t->suspect) last_check = 0;
             }
         }
         if (now - idle_since < 2000000) {

@@ -75,6 +75,7 @@ struct zn_task {
     void *tmp;              /* pre-scaled input for premul */
     struct zn_task *self_match; /* send/recv to self: the matching task */
     int64_t last_progress;
+    int suspect; /* 1 + a peer found dead while the task waited; confirmed by one more pass */
 };
 
 /* Run tasks to completion. On error, returns the first error; every task that did not finish

@@ -53,6 +53,7 @@ struct shm_conn {
     struct zn_req *recvq, **recvq_tail;
     int64_t idle_since; /* when requests last stopped moving (0: they are moving) */
     int64_t last_check; /* last liveness check of the peer */
+    int suspect;        /* the peer was seen dead: confirmed if the next progress moves nothing */
     char name[96];
 };
 
@@ -279,10 +280,12 @@ static ncclResult_t progress_recv(struct shm_conn *c, int *progressed)
     uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed);
     while (c->recvq) {
         struct zn_req *r = c->recvq;
+        /* closed before head: a peer that wrote its last message and then closed has both
+         * stores visible to us in that order, so "closed with nothing to read" is real. */
+        unsigned closed = atomic_load_explicit(&f->closed, memory_order_acquire);
         uint64_t head = atomic_load_explicit(&f->head, memory_order_acquire);
         size_t avail = (size_t)(head - tail);
-        if (avail == 0 && atomic_load_explicit(&f->closed, memory_order_relaxed))
-            return closed_error(c, "receive");
+        if (avail == 0 && closed) return closed_error(c, "receive");
         int moved = 0;
         if (r->priv[0] == 0) {
             if (avail < 8) break;
@@ -329,9 +332,15 @@ static ncclResult_t check_peer(struct shm_conn *c)
         c->idle_since = now;
         return ncclSuccess;
     }
-    if (now - c->idle_since < 1000000 || now - c->last_check < 1000000) return ncclSuccess;
+    if (!c->suspect && (now - c->idle_since < 1000000 || now - c->last_check < 1000000))
+        return ncclSuccess;
     c->last_check = now;
     if (!zn_peer_dead(c->st->watch, c->h.peer)) return ncclSuccess;
+    /* It may have written its last bytes and exited after we looked: look once more. */
+    if (!c->suspect) {
+        c->suspect = 1;
+        return ncclSuccess;
+    }
     char who[128];
     zn_peer_str(&c->st->ctx, c->h.peer, who, sizeof(who));
     return zn_error(ncclRemoteError, ZN_SHM,
@@ -354,6 +363,7 @@ static ncclResult_t shm_progress(struct zn_conn *conn, int *progressed)
     if (moved) {
         *progressed = 1;
         c->idle_since = 0;
+        c->suspect = 0;
     } else if (c->sendq || c->recvq) {
         ZN_CHECK(check_peer(c));
     }

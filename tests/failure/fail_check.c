@@ -23,6 +23,7 @@
 #include "nccl.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -210,6 +211,15 @@ static void child_abort_loop(int rank, int nranks, void *arg)
     int successes = 0, first_code = 0;
     size_t n = 4096;
     float *s = calloc(n, sizeof(float)), *d = calloc(n, sizeof(float));
+    if (rank == 0) {
+        /* Both threads on one core: the aborting thread, waking from its wait, then preempts
+         * the returning call at a random point instead of running beside it, which is what
+         * exposes teardown racing with the call's last steps. */
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &one);
+        sched_setaffinity(0, sizeof(one), &one);
+    }
     for (int c = 0; c < ABORT_CYCLES; c++) {
         ncclComm_t comm = child_init_quiet(rank, nranks, 1);
         if (rank != 0) {
