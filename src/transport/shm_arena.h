@@ -9,7 +9,7 @@
  *   +----------------------------------------------------------------+
  *   | header: version, nranks, nbuf, buf_size, abort word + message |  4 KB
  *   +----------------------------------------------------------------+
- *   | control of rank 0: counter lines READY, OUT, DONE (value, sig) |  one 64 B
+ *   | control of rank 0: counter lines READY, OUT, DONE (window|sig) |  one 64 B
  *   | control of rank 1 ...                                          |  line each
  *   +----------------------------------------------------------------+
  *   | slot of rank 0: nbuf buffers of buf_size bytes                 |
@@ -17,9 +17,9 @@
  *   +----------------------------------------------------------------+
  *
  * Work is cut into windows numbered 1, 2, 3... identically on every rank; window s uses buffer
- * s % nbuf of each slot. A counter holds the last window its rank finished a phase of, and the
- * signature of that call (collective, count, type, op, root), so ranks that made different
- * calls are caught instead of exchanging garbage.
+ * s % nbuf of each slot. A counter holds the last window its rank finished a phase of, and a
+ * digest of that call's signature (collective, count, type, op, root), so ranks that made
+ * different calls are caught instead of exchanging garbage.
  */
 #ifndef ZN_TRANSPORT_SHM_ARENA_H
 #define ZN_TRANSPORT_SHM_ARENA_H
@@ -29,14 +29,22 @@
 
 #include <stdatomic.h>
 
-#define ZN_ARENA_VERSION 1
+#define ZN_ARENA_VERSION 2
 
 enum zn_arena_ctr { ZN_ARENA_READY = 0, ZN_ARENA_OUT = 1, ZN_ARENA_DONE = 2, ZN_ARENA_NCTR = 3 };
 
+/* A counter line: window number (high 48 bits) and a 16-bit digest of the call's signature
+ * (low bits) in one 64-bit word, so that a reader never pairs one post's window with the next
+ * post's signature (two separate words could be read torn between two posts). */
 struct zn_arena_line {
-    _Alignas(64) atomic_uint_least64_t value;
-    atomic_uint_least64_t sig;
+    _Alignas(64) atomic_uint_least64_t word;
 };
+#define ZN_ARENA_SIG_BITS 16
+
+static inline uint64_t zn_arena_sig16(uint64_t sig)
+{
+    return (sig ^ (sig >> 16) ^ (sig >> 32) ^ (sig >> 48)) & 0xffff;
+}
 
 struct zn_arena_hdr;
 
@@ -64,19 +72,20 @@ static inline void *zn_arena_buf(const struct zn_arena *a, int rank, uint64_t se
 static inline void zn_arena_post(struct zn_arena *a, int ctr, uint64_t value, uint64_t sig)
 {
     struct zn_arena_line *l = &a->ctrl[a->rank * ZN_ARENA_NCTR + ctr];
-    atomic_store_explicit(&l->sig, sig, memory_order_relaxed);
-    atomic_store_explicit(&l->value, value, memory_order_release);
+    atomic_store_explicit(&l->word, value << ZN_ARENA_SIG_BITS | zn_arena_sig16(sig),
+                          memory_order_release);
 }
 
 /* 1: rank's counter reached value; 0: not yet; -1: it is exactly value but with another
- * signature (the ranks made different calls). */
+ * signature (the ranks made different calls). sig 0 skips the signature check. */
 static inline int zn_arena_ready(const struct zn_arena *a, int rank, int ctr, uint64_t value,
                                  uint64_t sig)
 {
-    struct zn_arena_line *l = &a->ctrl[rank * ZN_ARENA_NCTR + ctr];
-    uint64_t v = atomic_load_explicit(&l->value, memory_order_acquire);
+    const struct zn_arena_line *l = &a->ctrl[rank * ZN_ARENA_NCTR + ctr];
+    uint64_t w = atomic_load_explicit(&l->word, memory_order_acquire);
+    uint64_t v = w >> ZN_ARENA_SIG_BITS;
     if (v < value) return 0;
-    if (v == value && sig && atomic_load_explicit(&l->sig, memory_order_relaxed) != sig) return -1;
+    if (v == value && sig && (w & 0xffff) != zn_arena_sig16(sig)) return -1;
     return 1;
 }
 
