@@ -357,9 +357,16 @@ static ncclResult_t recv_sock(struct zs_conn *c, int s, int *progressed)
                 /* Nothing posted for this socket: do not read ahead. The peer may have closed
                  * after its last message, which is normal. */
                 if (!sk->rcur && sk->rhdr_got == 0) return ncclSuccess;
+                if (sk->eof) return ncclSuccess;
                 if (sk->rhdr_got < ZN_SOCKET_FRAME_BYTES) {
                     rc = zn_sock_recv_some(sk->fd, sk->rhdr + sk->rhdr_got,
                                            ZN_SOCKET_FRAME_BYTES - sk->rhdr_got, &n);
+                    /* A close between frames is only an error if a receive still needs this
+                     * socket; zs_progress decides once the receives that are complete are. */
+                    if (rc == -EPIPE && sk->rhdr_got == 0) {
+                        sk->eof = 1;
+                        return ncclSuccess;
+                    }
                     if (rc) return io_error(c, s, rc, 0);
                     if (n) *progressed = 1;
                     sk->rhdr_got += n;
@@ -397,6 +404,15 @@ static ncclResult_t recv_sock(struct zs_conn *c, int s, int *progressed)
         }
         sk->rreq = NULL; /* a zero-byte part */
     }
+}
+
+/* Whether the first pending receive still needs bytes that only socket s could bring. */
+static int needs_socket(const struct zs_conn *c, int s)
+{
+    const struct zn_req *r = c->rq_head;
+    if (!r) return 0;
+    if (s == 0) return !(r->priv[1] & R_HDR0) || r->done < r->len;
+    return (r->priv[1] & R_HDR0) && (r->priv[1] & R_STRIPED) && !(r->priv[1] & R_PART(s));
 }
 
 static void complete_recvs(struct zs_conn *c)
@@ -440,6 +456,8 @@ ncclResult_t zs_progress(struct zn_conn *conn, int *progressed)
     if (c->rq_head) {
         for (int s = 0; s < c->nsocks; s++) ZN_CHECK(recv_sock(c, s, progressed));
         complete_recvs(c);
+        for (int s = 0; s < c->nsocks; s++)
+            if (c->socks[s].eof && needs_socket(c, s)) return io_error(c, s, -EPIPE, 0);
     }
     return ncclSuccess;
 }

@@ -73,6 +73,7 @@ struct zs_sock {
     struct zn_socket_frame rframe;
     uint64_t roff, rlen, rgot; /* the current part: offset, size, bytes already read */
     uint32_t rseq_next;        /* socket 0: the seq the next header must carry */
+    int eof;                   /* the peer closed this socket at a frame boundary */
 };
 
 struct zs_state;
