@@ -36,14 +36,14 @@
 typedef struct CUstream_st *cudaStream_t;
 #endif
 
-#define NCCL_MAJOR  2
-#define NCCL_MINOR  28
-#define NCCL_PATCH  9
-#define NCCL_SUFFIX ""
+#define NCCL_MAJOR        2
+#define NCCL_MINOR        28
+#define NCCL_PATCH        9
+#define NCCL_SUFFIX       ""
 
 #define NCCL_VERSION_CODE 22809
-#define NCCL_VERSION(X, Y, Z)                                                                      \
-    (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+#define NCCL_VERSION(X, Y, Z) \
+    (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
 #ifdef __cplusplus
 extern "C" {
@@ -84,8 +84,8 @@ typedef enum {
 #define NCCL_UNDEF_FLOAT      -1.0f
 
 /* ncclCommWindowRegister flags. */
-#define NCCL_WIN_DEFAULT        0x00
-#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_DEFAULT            0x00
+#define NCCL_WIN_COLL_SYMMETRIC     0x01
 
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
@@ -126,25 +126,25 @@ typedef struct ncclConfig_v22800 {
 } ncclConfig_t;
 
 /* Every ncclConfig_t must start from this value; the library rejects one that does not. */
-#define NCCL_CONFIG_INITIALIZER                                                                    \
-    {                                                                                              \
-        sizeof(ncclConfig_t),                             /* size */                               \
-            0xcafebeef,                                   /* magic */                              \
-            NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */                        \
-            NCCL_CONFIG_UNDEF_INT,                        /* blocking */                           \
-            NCCL_CONFIG_UNDEF_INT,                        /* cgaClusterSize */                     \
-            NCCL_CONFIG_UNDEF_INT,                        /* minCTAs */                            \
-            NCCL_CONFIG_UNDEF_INT,                        /* maxCTAs */                            \
-            NCCL_CONFIG_UNDEF_PTR,                        /* netName */                            \
-            NCCL_CONFIG_UNDEF_INT,                        /* splitShare */                         \
-            NCCL_CONFIG_UNDEF_INT,                        /* trafficClass */                       \
-            NCCL_CONFIG_UNDEF_PTR,                        /* commName */                           \
-            NCCL_CONFIG_UNDEF_INT,                        /* collnetEnable */                      \
-            NCCL_CONFIG_UNDEF_INT,                        /* CTAPolicy */                          \
-            NCCL_CONFIG_UNDEF_INT,                        /* shrinkShare */                        \
-            NCCL_CONFIG_UNDEF_INT,                        /* nvlsCTAs */                           \
-            NCCL_CONFIG_UNDEF_INT,                        /* nChannelsPerNetPeer */                \
-            NCCL_CONFIG_UNDEF_INT,                        /* nvlinkCentricSched */                 \
+#define NCCL_CONFIG_INITIALIZER                                                         \
+    {                                                                                   \
+        sizeof(ncclConfig_t),                                 /* size */                \
+            0xcafebeef,                                       /* magic */               \
+            NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */             \
+            NCCL_CONFIG_UNDEF_INT,                            /* blocking */            \
+            NCCL_CONFIG_UNDEF_INT,                            /* cgaClusterSize */      \
+            NCCL_CONFIG_UNDEF_INT,                            /* minCTAs */             \
+            NCCL_CONFIG_UNDEF_INT,                            /* maxCTAs */             \
+            NCCL_CONFIG_UNDEF_PTR,                            /* netName */             \
+            NCCL_CONFIG_UNDEF_INT,                            /* splitShare */          \
+            NCCL_CONFIG_UNDEF_INT,                            /* trafficClass */        \
+            NCCL_CONFIG_UNDEF_PTR,                            /* commName */            \
+            NCCL_CONFIG_UNDEF_INT,                            /* collnetEnable */       \
+            NCCL_CONFIG_UNDEF_INT,                            /* CTAPolicy */           \
+            NCCL_CONFIG_UNDEF_INT,                            /* shrinkShare */         \
+            NCCL_CONFIG_UNDEF_INT,                            /* nvlsCTAs */            \
+            NCCL_CONFIG_UNDEF_INT,                            /* nChannelsPerNetPeer */ \
+            NCCL_CONFIG_UNDEF_INT,                            /* nvlinkCentricSched */  \
     }
 
 /* Result of ncclGroupSimulateEnd. */
@@ -156,12 +156,12 @@ typedef struct ncclSimInfo_v22200 {
 } ncclSimInfo_t;
 
 /* Every ncclSimInfo_t must start from this value. */
-#define NCCL_SIM_INFO_INITIALIZER                                                                  \
-    {                                                                                              \
-        sizeof(ncclSimInfo_t),                            /* size */                               \
-            0x74685283,                                   /* magic */                              \
-            NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */                        \
-            NCCL_UNDEF_FLOAT                              /* estimatedTime */                      \
+#define NCCL_SIM_INFO_INITIALIZER                                                 \
+    {                                                                             \
+        sizeof(ncclSimInfo_t),                                /* size */          \
+            0x74685283,                                       /* magic */         \
+            NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */       \
+            NCCL_UNDEF_FLOAT                                  /* estimatedTime */ \
     }
 
 /* Allocate / free memory that peers can map (CUDA cuMem allocations). */
@@ -341,23 +341,21 @@ ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
  */
 
 /* Reduce into recvbuff on root (recvbuff unused elsewhere). In place: sendbuff == recvbuff. */
-ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream);
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count,
                          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
                          cudaStream_t stream);
 
 /* In-place broadcast from root (older form of ncclBroadcast). */
-ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
-                       ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream);
 ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                         ncclComm_t comm, cudaStream_t stream);
 
 /* Copy root's sendbuff into every rank's recvbuff. In place: sendbuff == recvbuff. */
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
-                           ncclDataType_t datatype, int root, ncclComm_t comm,
-                           cudaStream_t stream);
+                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                             ncclDataType_t datatype, int root, ncclComm_t comm,
                             cudaStream_t stream);
@@ -394,20 +392,17 @@ ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
 
 /* Rank i's count elements land at root's recvbuff + i * count. In place:
  * sendbuff == recvbuff + root * count. */
-ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
-                        ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t pncclGather(const void *sendbuff, void *recvbuff, size_t count,
-                         ncclDataType_t datatype, int root, ncclComm_t comm,
-                         cudaStream_t stream);
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
 
 /* Root's block i (sendbuff + i * count) goes to rank i's recvbuff. In place:
  * recvbuff == sendbuff + root * count. */
 ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
-                         ncclDataType_t datatype, int root, ncclComm_t comm,
-                         cudaStream_t stream);
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t pncclScatter(const void *sendbuff, void *recvbuff, size_t count,
-                          ncclDataType_t datatype, int root, ncclComm_t comm,
-                          cudaStream_t stream);
+                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
 
 /* Point to point. The peer posts the matching call with the same count and type. Several
  * sends and receives that must progress together go inside one group. */

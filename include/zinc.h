@@ -16,7 +16,8 @@ extern "C" {
 #define ZINC_VERSION_MINOR  1
 #define ZINC_VERSION_PATCH  0
 #define ZINC_VERSION_STRING "0.1.0"
-#define ZINC_VERSION_CODE   (ZINC_VERSION_MAJOR * 10000 + ZINC_VERSION_MINOR * 100 + ZINC_VERSION_PATCH)
+#define ZINC_VERSION_CODE \
+    (ZINC_VERSION_MAJOR * 10000 + ZINC_VERSION_MINOR * 100 + ZINC_VERSION_PATCH)
 
 /* zinc's own version ("0.1.0"); ncclGetVersion reports the NCCL API level instead. */
 const char *zincGetVersionString(void);

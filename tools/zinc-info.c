@@ -45,8 +45,8 @@ static void print_topology(void)
 {
     char host[256] = "?";
     gethostname(host, sizeof(host) - 1);
-    printf("Host: %s, host id %016llx, %ld CPUs online\n", host,
-           (unsigned long long)zn_host_hash(), sysconf(_SC_NPROCESSORS_ONLN));
+    printf("Host: %s, host id %016llx, %ld CPUs online\n", host, (unsigned long long)zn_host_hash(),
+           sysconf(_SC_NPROCESSORS_ONLN));
     union zn_sockaddr a;
     char ifname[64], addr[ZN_SOCKADDR_STRLEN];
     if (zn_sock_local_addr(&a, ifname, sizeof(ifname)) == 0) {
@@ -77,8 +77,9 @@ int main(int argc, char **argv)
         return 0;
     }
     int all = !strcmp(what, "all");
-    if (all) printf("zinc %s, NCCL API %d.%d.%d\n\n", zincGetVersionString(), NCCL_MAJOR,
-                    NCCL_MINOR, NCCL_PATCH);
+    if (all)
+        printf("zinc %s, NCCL API %d.%d.%d\n\n", zincGetVersionString(), NCCL_MAJOR, NCCL_MINOR,
+               NCCL_PATCH);
     if (all || !strcmp(what, "topology")) {
         print_topology();
         printf("\n");

@@ -70,7 +70,7 @@ struct options {
     int nranks;
     double timeout; /* seconds; 0 means none */
     bool tag_output;
-    int bind; /* -1: decide from the CPU count; 0: none; 1: core */
+    int bind;    /* -1: decide from the CPU count; 0: none; 1: core */
     char **argv; /* PROGRAM ARGS..., the NULL-terminated tail of main's argv */
 };
 
@@ -175,8 +175,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
                 opt->bind = 0;
             else
                 usage_error("--bind takes core or none, not '%s'", v);
-        }
-        else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage_text, stdout);
             exit(0);
         } else

@@ -61,11 +61,11 @@ struct zn_arena; /* transport/shm_arena.h */
 struct zn_algo_ctx {
     int rank, nranks;
     int nhosts;
-    const int *ring;      /* ranks in ring order, ranks of one host next to each other */
-    int ring_pos;         /* where this rank is in ring[] */
+    const int *ring;        /* ranks in ring order, ranks of one host next to each other */
+    int ring_pos;           /* where this rank is in ring[] */
     struct zn_arena *arena; /* shared-memory arena, or NULL when not every rank is local */
-    size_t chunk_size;    /* pipelining unit of point-to-point algorithms (bytes) */
-    int shm_transport;    /* 1 if same-host peers are connected by shm (cost model) */
+    size_t chunk_size;      /* pipelining unit of point-to-point algorithms (bytes) */
+    int shm_transport;      /* 1 if same-host peers are connected by shm (cost model) */
 };
 
 enum zn_step_kind {
@@ -149,13 +149,13 @@ const struct zn_algo *zn_algo_select(const struct zn_algo_ctx *ctx, const struct
 
 /* Cost model constants (microseconds and bytes per microsecond), shared by the algorithms. */
 struct zn_cost_params {
-    double shm_sync_us;   /* one flag round trip through shared memory */
-    double shm_bw;        /* memory copy bandwidth, bytes/us */
-    double reduce_bw;     /* reduction throughput, bytes/us of input consumed */
-    double p2p_lat_us;    /* one message over a point-to-point connection (shm fifo) */
-    double p2p_bw;        /* bytes/us over a point-to-point connection (shm fifo) */
-    double net_lat_us;    /* one message between hosts or over sockets */
-    double net_bw;        /* bytes/us between hosts or over sockets */
+    double shm_sync_us; /* one flag round trip through shared memory */
+    double shm_bw;      /* memory copy bandwidth, bytes/us */
+    double reduce_bw;   /* reduction throughput, bytes/us of input consumed */
+    double p2p_lat_us;  /* one message over a point-to-point connection (shm fifo) */
+    double p2p_bw;      /* bytes/us over a point-to-point connection (shm fifo) */
+    double net_lat_us;  /* one message between hosts or over sockets */
+    double net_bw;      /* bytes/us between hosts or over sockets */
 };
 extern const struct zn_cost_params zn_cost;
 

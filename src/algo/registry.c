@@ -6,9 +6,9 @@
 #include <string.h>
 
 /* Every built-in algorithm, in a fixed order (ties in cost go to the earlier one). */
-#define ZN_ALGO_LIST(X)                                                                            \
-    X(shm_direct)                                                                                  \
-    X(shm_rsag)                                                                                    \
+#define ZN_ALGO_LIST(X) \
+    X(shm_direct)       \
+    X(shm_rsag)         \
     ZN_ALGO_LIST_P2P(X)
 
 #ifndef ZN_ALGO_LIST_P2P
@@ -28,19 +28,19 @@ static const struct zn_algo *const algos[] = {
 /* Calibrated on a 2-core x86 VM (2 ranks, quiet machine, zinc-perf), then rounded: what
  * matters is the order between algorithms, which these keep across sizes. */
 const struct zn_cost_params zn_cost = {
-    .shm_sync_us = 0.4,    /* one flag hand-off through the arena */
-    .shm_bw = 20000.0,     /* memcpy into / out of the arena, bytes per us */
-    .reduce_bw = 24000.0,  /* reduction input consumed, bytes per us */
-    .p2p_lat_us = 3.0,     /* one message through a shm fifo, executor round included */
-    .p2p_bw = 5000.0,      /* shm fifo, bytes per us (copy in and copy out) */
-    .net_lat_us = 10.0,    /* one message over TCP */
-    .net_bw = 2000.0,      /* TCP, bytes per us */
+    .shm_sync_us = 0.4,   /* one flag hand-off through the arena */
+    .shm_bw = 20000.0,    /* memcpy into / out of the arena, bytes per us */
+    .reduce_bw = 24000.0, /* reduction input consumed, bytes per us */
+    .p2p_lat_us = 3.0,    /* one message through a shm fifo, executor round included */
+    .p2p_bw = 5000.0,     /* shm fifo, bytes per us (copy in and copy out) */
+    .net_lat_us = 10.0,   /* one message over TCP */
+    .net_bw = 2000.0,     /* TCP, bytes per us */
 };
 
 const char *zn_coll_name(enum zn_coll c)
 {
-    static const char *names[] = {"AllReduce", "Broadcast",  "Reduce",  "AllGather",
-                                  "ReduceScatter", "AlltoAll", "Gather", "Scatter"};
+    static const char *names[] = { "AllReduce",     "Broadcast", "Reduce", "AllGather",
+                                   "ReduceScatter", "AlltoAll",  "Gather", "Scatter" };
     return (unsigned)c < ZN_NCOLLS ? names[c] : "?";
 }
 

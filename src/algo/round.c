@@ -24,7 +24,7 @@ static struct zn_step *add(struct zn_round *r, int kind)
 {
     assert(r->nstep < r->cap && "round capacity exceeded: algorithm bug");
     struct zn_step *s = &r->step[r->nstep++];
-    *s = (struct zn_step){.kind = (uint8_t)kind, .peer = -1};
+    *s = (struct zn_step){ .kind = (uint8_t)kind, .peer = -1 };
     return s;
 }
 

@@ -11,8 +11,8 @@
 static inline uint64_t zn_shm_sig(const struct zn_coll_args *a)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    uint64_t f[5] = {(uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype, (uint64_t)a->op,
-                     (uint64_t)(int64_t)a->root};
+    uint64_t f[5] = { (uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype, (uint64_t)a->op,
+                      (uint64_t)(int64_t)a->root };
     for (int i = 0; i < 5; i++) h = (h ^ f[i]) * 0x100000001b3ull;
     return h | 1;
 }

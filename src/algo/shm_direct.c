@@ -51,7 +51,9 @@ static double direct_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_ar
     case ZN_COLL_REDUCESCATTER:
         move = (double)n * block / zn_cost.shm_bw + (double)n * block / zn_cost.reduce_bw;
         break;
-    case ZN_COLL_REDUCE: move = block / zn_cost.shm_bw + (double)n * block / zn_cost.reduce_bw; break;
+    case ZN_COLL_REDUCE:
+        move = block / zn_cost.shm_bw + (double)n * block / zn_cost.reduce_bw;
+        break;
     case ZN_COLL_BROADCAST: move = 2 * block / zn_cost.shm_bw; break;
     default: move = (double)(n + 1) * block / zn_cost.shm_bw; break;
     }
@@ -221,7 +223,8 @@ static int direct_next(struct zn_plan *p, struct zn_round *r)
 
 const struct zn_algo zn_algo_shm_direct = {
     .name = "shm_direct",
-    .doc = "every collective through the shared-memory arena, one copy in per window; ranks on one host",
+    .doc = "every collective through the shared-memory arena, one copy in per window; ranks on one "
+           "host",
     .supports = direct_supports,
     .cost = direct_cost,
     .scratch = direct_scratch,

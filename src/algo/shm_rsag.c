@@ -37,8 +37,8 @@ static double rsag_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args
     double windows = (double)((a->count + wmax - 1) / wmax);
     double s = (double)(a->count * a->esize);
     /* copy in (n-1)/n, reduce reading s and writing s/n, publish s/n, copy out (n-1)/n */
-    double move = 2.0 * s * (n - 1) / n / zn_cost.shm_bw + s / zn_cost.reduce_bw +
-                  s / n / zn_cost.shm_bw;
+    double move =
+        2.0 * s * (n - 1) / n / zn_cost.shm_bw + s / zn_cost.reduce_bw + s / n / zn_cost.shm_bw;
     return windows * 3 * zn_shm_sync_cost(n) + move;
 }
 
@@ -128,7 +128,8 @@ static int rsag_next(struct zn_plan *p, struct zn_round *r)
 
 const struct zn_algo zn_algo_shm_rsag = {
     .name = "shm_rsag",
-    .doc = "allreduce through the shared-memory arena as reduce-scatter + allgather; large vectors, ranks on one host",
+    .doc = "allreduce through the shared-memory arena as reduce-scatter + allgather; large "
+           "vectors, ranks on one host",
     .supports = rsag_supports,
     .cost = rsag_cost,
     .scratch = rsag_scratch,

@@ -102,14 +102,15 @@ struct coll_desc {
 };
 
 static const struct coll_desc descs[ZN_NCOLLS] = {
-    [ZN_COLL_ALLREDUCE] = {ZN_COLL_ALLREDUCE, "ncclAllReduce", 1, 0, NEED_ALL, NEED_ALL},
-    [ZN_COLL_BROADCAST] = {ZN_COLL_BROADCAST, "ncclBroadcast", 0, 1, NEED_ROOT, NEED_ALL},
-    [ZN_COLL_REDUCE] = {ZN_COLL_REDUCE, "ncclReduce", 1, 1, NEED_ALL, NEED_ROOT},
-    [ZN_COLL_ALLGATHER] = {ZN_COLL_ALLGATHER, "ncclAllGather", 0, 0, NEED_ALL, NEED_ALL},
-    [ZN_COLL_REDUCESCATTER] = {ZN_COLL_REDUCESCATTER, "ncclReduceScatter", 1, 0, NEED_ALL, NEED_ALL},
-    [ZN_COLL_ALLTOALL] = {ZN_COLL_ALLTOALL, "ncclAlltoAll", 0, 0, NEED_ALL, NEED_ALL},
-    [ZN_COLL_GATHER] = {ZN_COLL_GATHER, "ncclGather", 0, 1, NEED_ALL, NEED_ROOT},
-    [ZN_COLL_SCATTER] = {ZN_COLL_SCATTER, "ncclScatter", 0, 1, NEED_ROOT, NEED_ALL},
+    [ZN_COLL_ALLREDUCE] = { ZN_COLL_ALLREDUCE, "ncclAllReduce", 1, 0, NEED_ALL, NEED_ALL },
+    [ZN_COLL_BROADCAST] = { ZN_COLL_BROADCAST, "ncclBroadcast", 0, 1, NEED_ROOT, NEED_ALL },
+    [ZN_COLL_REDUCE] = { ZN_COLL_REDUCE, "ncclReduce", 1, 1, NEED_ALL, NEED_ROOT },
+    [ZN_COLL_ALLGATHER] = { ZN_COLL_ALLGATHER, "ncclAllGather", 0, 0, NEED_ALL, NEED_ALL },
+    [ZN_COLL_REDUCESCATTER] = { ZN_COLL_REDUCESCATTER, "ncclReduceScatter", 1, 0, NEED_ALL,
+                                NEED_ALL },
+    [ZN_COLL_ALLTOALL] = { ZN_COLL_ALLTOALL, "ncclAlltoAll", 0, 0, NEED_ALL, NEED_ALL },
+    [ZN_COLL_GATHER] = { ZN_COLL_GATHER, "ncclGather", 0, 1, NEED_ALL, NEED_ROOT },
+    [ZN_COLL_SCATTER] = { ZN_COLL_SCATTER, "ncclScatter", 0, 1, NEED_ROOT, NEED_ALL },
 };
 
 static int needs(int need, int rank, int root)
@@ -117,9 +118,9 @@ static int needs(int need, int rank, int root)
     return need == NEED_ALL || (need == NEED_ROOT && rank == root);
 }
 
-static ncclResult_t submit_coll(enum zn_coll coll, const void *sendbuf, void *recvbuf,
-                                size_t count, ncclDataType_t dt, ncclRedOp_t op, int root,
-                                ncclComm_t c, cudaStream_t stream)
+static ncclResult_t submit_coll(enum zn_coll coll, const void *sendbuf, void *recvbuf, size_t count,
+                                ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t c,
+                                cudaStream_t stream)
 {
     const struct coll_desc *d = &descs[coll];
     zn_params();
@@ -136,13 +137,19 @@ static ncclResult_t submit_coll(enum zn_coll coll, const void *sendbuf, void *re
                        count));
     ZN_CHECK(check_buf(d->fn, "recvbuff", needs(d->recv_need, c->rank, root) ? recvbuf : (void *)1,
                        count));
-    struct zn_gop g = {.kind = ZN_GOP_COLL, .comm = c};
+    struct zn_gop g = { .kind = ZN_GOP_COLL, .comm = c };
     if (d->reduces) ZN_CHECK(map_op(c, d->fn, op, dt, &g.op));
-    g.a = (struct zn_coll_args){.coll = coll, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                                .count = count, .dtype = dt, .esize = es, .op = g.op.red,
-                                .root = d->rooted ? root : -1};
-    zn_log(ZN_LOG_INFO, ZN_CALL, "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p",
-           d->fn, sendbuf, recvbuf, count, zn_dtype_name(dt), (int)op, root, (void *)c);
+    g.a = (struct zn_coll_args){ .coll = coll,
+                                 .sendbuf = sendbuf,
+                                 .recvbuf = recvbuf,
+                                 .count = count,
+                                 .dtype = dt,
+                                 .esize = es,
+                                 .op = g.op.red,
+                                 .root = d->rooted ? root : -1 };
+    zn_log(ZN_LOG_INFO, ZN_CALL,
+           "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p", d->fn,
+           sendbuf, recvbuf, count, zn_dtype_name(dt), (int)op, root, (void *)c);
     return zn_group_submit(&g);
 }
 
@@ -174,8 +181,8 @@ ZN_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t co
 ZN_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
        ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-    return submit_coll(ZN_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0,
-                       comm, stream);
+    return submit_coll(ZN_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm,
+                       stream);
 }
 
 ZN_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -219,9 +226,10 @@ static ncclResult_t submit_p2p(enum zn_gop_kind kind, const char *fn, void *buf,
     size_t es = zn_dtype_size(dt);
     if (count > SIZE_MAX / es) return bad_arg(fn, "count", (long long)count);
     ZN_CHECK(check_buf(fn, kind == ZN_GOP_SEND ? "sendbuff" : "recvbuff", buf, count));
-    struct zn_gop g = {.kind = kind, .comm = c};
-    g.a = (struct zn_coll_args){.sendbuf = buf, .recvbuf = buf, .count = count, .dtype = dt,
-                                .esize = es, .root = peer};
+    struct zn_gop g = { .kind = kind, .comm = c };
+    g.a = (struct zn_coll_args){
+        .sendbuf = buf, .recvbuf = buf, .count = count, .dtype = dt, .esize = es, .root = peer
+    };
     zn_log(ZN_LOG_INFO, ZN_CALL, "%s: buff %p count %zu datatype %s peer %d comm %p", fn, buf,
            count, zn_dtype_name(dt), peer, (void *)c);
     return zn_group_submit(&g);

@@ -25,8 +25,8 @@ struct zn_user_op {
     int used;
     ncclDataType_t dtype;
     ncclScalarResidence_t residence;
-    uint64_t value;     /* ncclScalarHostImmediate: the scalar, read at creation */
-    const void *ptr;    /* ncclScalarDevice: read at each call */
+    uint64_t value;  /* ncclScalarHostImmediate: the scalar, read at creation */
+    const void *ptr; /* ncclScalarDevice: read at each call */
 };
 
 struct ncclComm {

@@ -211,7 +211,8 @@ ZN_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo)
         struct zn_gop *op = &grp.ops[i];
         if (op->kind == ZN_GOP_INIT || atomic_load(&op->comm->async_err) != ncclSuccess) continue;
         if (op->kind == ZN_GOP_COLL) {
-            const struct zn_algo *a = zn_algo_select(&op->comm->actx, &op->a, op->comm->cx.force_algo);
+            const struct zn_algo *a =
+                zn_algo_select(&op->comm->actx, &op->a, op->comm->cx.force_algo);
             if (a) us += a->cost(&op->comm->actx, &op->a);
         } else {
             us += zn_cost_msg(&op->comm->actx, op->a.count * op->a.esize);

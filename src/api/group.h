@@ -25,8 +25,8 @@ void zn_group_set_error(ncclResult_t err);
 /* Public API visibility: definitions of nccl* functions use ZN_API, which also makes the
  * pnccl* alias NCCL's profiler interposition expects. */
 #define ZN_EXPORT __attribute__((visibility("default")))
-#define ZN_API(ret, name, ...)                                                                     \
-    ZN_EXPORT ret p##name(__VA_ARGS__) __attribute__((alias(#name)));                               \
+#define ZN_API(ret, name, ...)                                        \
+    ZN_EXPORT ret p##name(__VA_ARGS__) __attribute__((alias(#name))); \
     ZN_EXPORT ret name(__VA_ARGS__)
 
 #endif

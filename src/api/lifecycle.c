@@ -38,9 +38,9 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
     ZN_CHECK(zn_comm_alloc(nranks, rank, &cfg, &c));
     c->kind = kind;
     c->cuda_dev = dev;
-    struct zn_join join = {.id = *id};
+    struct zn_join join = { .id = *id };
     if (zn_group_depth() > 0) {
-        struct zn_gop g = {.kind = ZN_GOP_INIT, .comm = c, .join = join};
+        struct zn_gop g = { .kind = ZN_GOP_INIT, .comm = c, .join = join };
         ncclResult_t res = zn_group_submit(&g);
         if (res != ncclSuccess) {
             zn_comm_free(c);
@@ -78,8 +78,8 @@ ZN_API(ncclResult_t, ncclCommInitRank, ncclComm_t *comm, int nranks, ncclUniqueI
     return init_rank(comm, nranks, &commId, rank, NULL, "ncclCommInitRank");
 }
 
-ZN_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks, int myrank,
-       int nId, ncclUniqueId *commIds, ncclConfig_t *config)
+ZN_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks, int myrank, int nId,
+       ncclUniqueId *commIds, ncclConfig_t *config)
 {
     zn_params();
     if (nId < 1 || !commIds)
@@ -118,7 +118,7 @@ ZN_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
 static void wait_idle(struct ncclComm *c)
 {
     while (atomic_load(&c->busy) > 0 || atomic_load(&c->init_running)) {
-        struct timespec ts = {0, 100000};
+        struct timespec ts = { 0, 100000 };
         nanosleep(&ts, NULL);
     }
 }
@@ -185,8 +185,7 @@ ZN_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int *rank)
 ZN_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int *device)
 {
     ZN_CHECK(zn_comm_check(comm, "ncclCommCuDevice"));
-    if (!device)
-        return zn_error(ncclInvalidArgument, ZN_CALL, "ncclCommCuDevice: device is NULL");
+    if (!device) return zn_error(ncclInvalidArgument, ZN_CALL, "ncclCommCuDevice: device is NULL");
     *device = comm->cuda_dev;
     return ncclSuccess;
 }

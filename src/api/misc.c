@@ -43,8 +43,8 @@ ZN_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t *op, void *scalar,
 {
     ZN_CHECK(zn_comm_check(comm, "ncclRedOpCreatePreMulSum"));
     if (!op || !scalar)
-        return zn_error(ncclInvalidArgument, ZN_CALL,
-                        "ncclRedOpCreatePreMulSum: %s is NULL", !op ? "op" : "scalar");
+        return zn_error(ncclInvalidArgument, ZN_CALL, "ncclRedOpCreatePreMulSum: %s is NULL",
+                        !op ? "op" : "scalar");
     if ((int)datatype < 0 || (int)datatype >= ncclNumTypes)
         return zn_error(ncclInvalidArgument, ZN_CALL,
                         "ncclRedOpCreatePreMulSum: invalid datatype %d", (int)datatype);
@@ -122,7 +122,7 @@ ZN_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t
                         !handle ? "handle" : "buff");
     struct zn_reg *r = calloc(1, sizeof(*r));
     if (!r) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
-    *r = (struct zn_reg){.magic = ZN_REG_MAGIC, .comm = comm, .buf = buff, .size = size};
+    *r = (struct zn_reg){ .magic = ZN_REG_MAGIC, .comm = comm, .buf = buff, .size = size };
     *handle = r;
     return ncclSuccess;
 }

@@ -138,9 +138,12 @@ static ncclResult_t exchange_peers(struct ncclComm *c)
     ZN_CHECK(zn_boot_allgather(c->boot, c->peers, sizeof(*c->peers)));
     c->comm_hash = (zn_boot_magic(c->boot) ^ c->peers[0].nonce) * 0x9e3779b97f4a7c15ull;
     c->comm_hash ^= c->comm_hash >> 29;
-    c->tctx = (struct zn_tctx){.rank = c->rank, .nranks = c->nranks, .peers = c->peers,
-                               .boot = c->boot, .comm_hash = c->comm_hash,
-                               .abort_flag = &c->abort_flag};
+    c->tctx = (struct zn_tctx){ .rank = c->rank,
+                                .nranks = c->nranks,
+                                .peers = c->peers,
+                                .boot = c->boot,
+                                .comm_hash = c->comm_hash,
+                                .abort_flag = &c->abort_flag };
     return ncclSuccess;
 }
 
@@ -183,10 +186,14 @@ static void fill_views(struct ncclComm *c)
     c->actx.arena = c->arena;
     c->actx.chunk_size = p->chunk_size > 0 ? (size_t)p->chunk_size : 512 * 1024;
     c->actx.shm_transport = zn_conns_uses_shm(c->conns);
-    c->cx = (struct zn_exec_comm){.tctx = &c->tctx, .conns = c->conns, .arena = c->arena,
-                                  .watch = c->watch, .actx = &c->actx,
-                                  .abort_flag = &c->abort_flag,
-                                  .force_algo = *p->algo ? p->algo : NULL, .nlocal = c->nlocal};
+    c->cx = (struct zn_exec_comm){ .tctx = &c->tctx,
+                                   .conns = c->conns,
+                                   .arena = c->arena,
+                                   .watch = c->watch,
+                                   .actx = &c->actx,
+                                   .abort_flag = &c->abort_flag,
+                                   .force_algo = *p->algo ? p->algo : NULL,
+                                   .nlocal = c->nlocal };
 }
 
 ncclResult_t zn_comm_setup(struct ncclComm *c, struct zn_join *j)
@@ -248,8 +255,7 @@ ncclResult_t zn_comm_setup_async(struct ncclComm *comm, struct zn_join *j)
         atomic_store(&comm->init_running, 0);
         free(job->join.addrs);
         free(job);
-        return zn_error(ncclSystemError, ZN_INIT, "cannot start an init thread: %s",
-                        strerror(err));
+        return zn_error(ncclSystemError, ZN_INIT, "cannot start an init thread: %s", strerror(err));
     }
     return ncclSuccess;
 }
@@ -257,7 +263,7 @@ ncclResult_t zn_comm_setup_async(struct ncclComm *comm, struct zn_join *j)
 void zn_comm_wait_setup(struct ncclComm *comm)
 {
     while (atomic_load(&comm->init_running)) {
-        struct timespec ts = {0, 200000};
+        struct timespec ts = { 0, 200000 };
         nanosleep(&ts, NULL);
     }
 }

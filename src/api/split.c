@@ -24,7 +24,7 @@ static int cmp_key(const void *a, const void *b)
 static ncclResult_t split(struct ncclComm *p, int color, int key, ncclComm_t *newcomm,
                           const ncclConfig_t *cfg)
 {
-    struct zn_boot_listener l = {.fd = -1};
+    struct zn_boot_listener l = { .fd = -1 };
     if (color != NCCL_SPLIT_NOCOLOR) ZN_CHECK(zn_boot_listener_create(&l));
     int n = p->nranks;
     struct split_entry *all = calloc((size_t)n, sizeof(*all));
@@ -32,7 +32,7 @@ static ncclResult_t split(struct ncclComm *p, int color, int key, ncclComm_t *ne
         zn_boot_listener_close(&l);
         return zn_error(ncclSystemError, ZN_INIT, "out of memory");
     }
-    all[p->rank] = (struct split_entry){.color = color, .key = key, .rank = p->rank};
+    all[p->rank] = (struct split_entry){ .color = color, .key = key, .rank = p->rank };
     memcpy(all[p->rank].addr, &l.addr, sizeof(l.addr));
     ncclResult_t res = zn_boot_allgather(p->boot, all, sizeof(*all));
     uint64_t seq = ++p->split_count;
@@ -68,9 +68,9 @@ static ncclResult_t split(struct ncclComm *p, int color, int key, ncclComm_t *ne
     c->kind = p->kind;
     c->cuda_dev = p->cuda_dev;
     uint64_t magic = p->comm_hash;
-    uint64_t mix[2] = {seq, (uint64_t)(uint32_t)color};
+    uint64_t mix[2] = { seq, (uint64_t)(uint32_t)color };
     for (int i = 0; i < 2; i++) magic = (magic ^ mix[i]) * 0x100000001b3ull;
-    struct zn_join j = {.from_addrs = 1, .magic = magic | 1, .listener = l, .addrs = addrs};
+    struct zn_join j = { .from_addrs = 1, .magic = magic | 1, .listener = l, .addrs = addrs };
     zn_info(ZN_INIT, "split of comm %p: color %d key %d -> rank %d of %d", (void *)p, color, key,
             me, m);
     if (!cfg->blocking) {

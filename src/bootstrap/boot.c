@@ -170,8 +170,8 @@ static int send_step(struct zn_boot *b, struct boot_io *io, size_t total)
         size_t off = io->sent, k = 0;
         while (off >= io->len[k]) off -= io->len[k++];
         size_t n;
-        int rc = zn_sock_send_some(io->send_fd, (const char *)io->part[k] + off,
-                                   io->len[k] - off, &n);
+        int rc =
+            zn_sock_send_some(io->send_fd, (const char *)io->part[k] + off, io->len[k] - off, &n);
         if (rc) return rc;
         if (n == 0) return 0;
         io->sent += n;
@@ -219,11 +219,11 @@ ncclResult_t zn_boot_io_run(struct zn_boot *b, struct boot_io *io)
             pfds = p;
         }
         int n = 0;
-        pfds[n++] = (struct pollfd){.fd = b->l.fd, .events = POLLIN};
-        pfds[n++] = (struct pollfd){.fd = send_done ? -1 : io->send_fd, .events = POLLOUT};
-        pfds[n++] = (struct pollfd){.fd = recv_done ? -1 : io->recv_fd, .events = POLLIN};
+        pfds[n++] = (struct pollfd){ .fd = b->l.fd, .events = POLLIN };
+        pfds[n++] = (struct pollfd){ .fd = send_done ? -1 : io->send_fd, .events = POLLOUT };
+        pfds[n++] = (struct pollfd){ .fd = recv_done ? -1 : io->recv_fd, .events = POLLIN };
         for (int i = 0; i < b->nin; i++)
-            pfds[n++] = (struct pollfd){.fd = b->in[i].fd, .events = POLLIN};
+            pfds[n++] = (struct pollfd){ .fd = b->in[i].fd, .events = POLLIN };
         int ready = poll(pfds, (nfds_t)n, zn_ms_left(deadline, 50));
         if (ready <= 0) continue;
         for (int i = b->nin - 1; i >= 0; i--)
@@ -303,11 +303,17 @@ static ncclResult_t ring_connect(struct zn_boot *b, const union zn_sockaddr *nex
     if (rc) return zn_boot_fail_peer(b, ncclRemoteError, next_rank, "ring connect", rc);
     struct zn_boot_hello h;
     zn_boot_hello_encode(&h, b->rank, b->nranks, ZN_HELLO_RING, &b->l.addr);
-    struct zn_boot_frame f = {.type = ZN_BOOT_HELLO, .version = ZN_BOOT_VERSION,
-                              .magic = b->magic, .len = sizeof(h)};
-    struct boot_io io = {.send_fd = b->next_fd, .part = {&f, &h}, .len = {sizeof(f), sizeof(h)},
-                         .recv_fd = -1, .until = have_prev, .blame_send = next_rank,
-                         .blame_recv = prev_rank, .what = "ring setup"};
+    struct zn_boot_frame f = {
+        .type = ZN_BOOT_HELLO, .version = ZN_BOOT_VERSION, .magic = b->magic, .len = sizeof(h)
+    };
+    struct boot_io io = { .send_fd = b->next_fd,
+                          .part = { &f, &h },
+                          .len = { sizeof(f), sizeof(h) },
+                          .recv_fd = -1,
+                          .until = have_prev,
+                          .blame_send = next_rank,
+                          .blame_recv = prev_rank,
+                          .what = "ring setup" };
     return zn_boot_io_run(b, &io);
 }
 
@@ -327,12 +333,14 @@ static ncclResult_t root_exchange(struct zn_boot *b, const union zn_sockaddr *ro
     zn_boot_hello_encode(&h, b->rank, b->nranks, ZN_HELLO_ROOT, &b->l.addr);
     rc = zn_boot_send_frame(fd, ZN_BOOT_HELLO, b->magic, &h, sizeof(h), NULL, 0, deadline,
                             b->abort_flag);
-    struct zn_frame_reader rd = {0};
+    struct zn_frame_reader rd = { 0 };
     while (rc == 0 && (rc = zn_frame_reader_step(&rd, fd, b->magic, ZN_BOOT_RING_INFO)) == 0) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
+        struct pollfd p = { .fd = fd, .events = POLLIN };
         poll(&p, 1, zn_ms_left(deadline, 50));
-        if (b->abort_flag && atomic_load(b->abort_flag)) rc = -ECANCELED;
-        else if (zn_now_ns() >= deadline) rc = -ETIMEDOUT;
+        if (b->abort_flag && atomic_load(b->abort_flag))
+            rc = -ECANCELED;
+        else if (zn_now_ns() >= deadline)
+            rc = -ETIMEDOUT;
     }
     close(fd);
     ncclResult_t res = ncclSuccess;
@@ -340,8 +348,8 @@ static ncclResult_t root_exchange(struct zn_boot *b, const union zn_sockaddr *ro
         res = zn_error(ncclRemoteError, ZN_BOOT,
                        "bootstrap root at %s: %s before all ranks joined%s", where,
                        rc == -EPIPE || rc == -ECONNRESET ? "connection closed"
-                       : rc == -ETIMEDOUT               ? "no answer within ZINC_TIMEOUT"
-                                                        : strerror(-rc),
+                       : rc == -ETIMEDOUT                ? "no answer within ZINC_TIMEOUT"
+                                                         : strerror(-rc),
                        rc == -EPIPE ? " (did the process that created the unique id exit?)" : "");
     } else if (rd.hdr.type == ZN_BOOT_ERROR || rd.hdr.type == ZN_BOOT_ABORT) {
         res = take_abort(b, &rd);
@@ -423,14 +431,20 @@ ncclResult_t zn_boot_allgather(struct zn_boot *b, void *buf, size_t block)
         return zn_error(b->fail_code, ZN_BOOT, "bootstrap already failed; see the earlier error");
     for (int s = 0; s < n - 1; s++) {
         int send_blk = (b->rank - s + n) % n, recv_blk = (b->rank - s - 1 + n) % n;
-        uint32_t hdr[2] = {(uint32_t)s, 0};
-        struct zn_boot_frame f = {.type = ZN_BOOT_DATA, .version = ZN_BOOT_VERSION,
-                                  .magic = b->magic, .len = sizeof(hdr) + block};
-        struct zn_frame_reader rd = {0};
-        struct boot_io io = {.send_fd = b->next_fd, .part = {&f, hdr, (char *)buf + send_blk * block},
-                             .len = {sizeof(f), sizeof(hdr), block}, .recv_fd = b->prev_fd,
-                             .rd = &rd, .blame_send = next, .blame_recv = prev,
-                             .what = "allgather"};
+        uint32_t hdr[2] = { (uint32_t)s, 0 };
+        struct zn_boot_frame f = { .type = ZN_BOOT_DATA,
+                                   .version = ZN_BOOT_VERSION,
+                                   .magic = b->magic,
+                                   .len = sizeof(hdr) + block };
+        struct zn_frame_reader rd = { 0 };
+        struct boot_io io = { .send_fd = b->next_fd,
+                              .part = { &f, hdr, (char *)buf + send_blk * block },
+                              .len = { sizeof(f), sizeof(hdr), block },
+                              .recv_fd = b->prev_fd,
+                              .rd = &rd,
+                              .blame_send = next,
+                              .blame_recv = prev,
+                              .what = "allgather" };
         ncclResult_t res = zn_boot_io_run(b, &io);
         if (res == ncclSuccess && rd.hdr.len != sizeof(hdr) + block) {
             char who[96];

@@ -28,8 +28,8 @@ static ncclResult_t make_id(ncclUniqueId *out, int use_env)
         int rc = zn_sockaddr_parse(env, &addr);
         if (rc)
             return zn_error(ncclInvalidArgument, ZN_BOOT,
-                            "ZINC_COMM_ID/NCCL_COMM_ID=\"%s\" is not a host:port address (%s)",
-                            env, strerror(-rc));
+                            "ZINC_COMM_ID/NCCL_COMM_ID=\"%s\" is not a host:port address (%s)", env,
+                            strerror(-rc));
         id.magic = fnv1a(env) | 1;
         id.rank0_hosts_root = 1;
     } else {

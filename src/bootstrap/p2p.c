@@ -29,25 +29,33 @@ ncclResult_t zn_boot_send(struct zn_boot *b, int peer, uint32_t tag, const void 
         return zn_error(ncclInternalError, ZN_BOOT, "bootstrap message of %zu bytes is too large",
                         len);
     struct zn_boot_hello h;
-    struct zn_boot_frame hf = {.type = ZN_BOOT_HELLO, .version = ZN_BOOT_VERSION,
-                               .magic = b->magic, .len = sizeof(h)};
+    struct zn_boot_frame hf = {
+        .type = ZN_BOOT_HELLO, .version = ZN_BOOT_VERSION, .magic = b->magic, .len = sizeof(h)
+    };
     int first = b->send_fd[peer] < 0;
     if (first) {
         int rc = zn_sock_connect(&b->addrs[peer], zn_now_ns() + zn_timeout_ns(), b->abort_flag,
                                  &b->send_fd[peer]);
         if (rc) return zn_boot_fail_peer(b, ncclRemoteError, peer, "connect", rc);
         zn_boot_hello_encode(&h, b->rank, b->nranks, ZN_HELLO_P2P, &b->l.addr);
-        struct boot_io io = {.send_fd = b->send_fd[peer], .part = {&hf, &h},
-                             .len = {sizeof(hf), sizeof(h)}, .recv_fd = -1, .blame_send = peer,
-                             .what = "send"};
+        struct boot_io io = { .send_fd = b->send_fd[peer],
+                              .part = { &hf, &h },
+                              .len = { sizeof(hf), sizeof(h) },
+                              .recv_fd = -1,
+                              .blame_send = peer,
+                              .what = "send" };
         ZN_CHECK(zn_boot_io_run(b, &io));
     }
-    uint32_t th[2] = {tag, 0};
-    struct zn_boot_frame f = {.type = ZN_BOOT_DATA, .version = ZN_BOOT_VERSION, .magic = b->magic,
-                              .len = sizeof(th) + len};
-    struct boot_io io = {.send_fd = b->send_fd[peer], .part = {&f, th, buf},
-                         .len = {sizeof(f), sizeof(th), len}, .recv_fd = -1, .blame_send = peer,
-                         .what = "send"};
+    uint32_t th[2] = { tag, 0 };
+    struct zn_boot_frame f = {
+        .type = ZN_BOOT_DATA, .version = ZN_BOOT_VERSION, .magic = b->magic, .len = sizeof(th) + len
+    };
+    struct boot_io io = { .send_fd = b->send_fd[peer],
+                          .part = { &f, th, buf },
+                          .len = { sizeof(f), sizeof(th), len },
+                          .recv_fd = -1,
+                          .blame_send = peer,
+                          .what = "send" };
     return zn_boot_io_run(b, &io);
 }
 
@@ -74,10 +82,14 @@ static int find_msg(struct zn_boot *b, void *arg)
 ncclResult_t zn_boot_recv(struct zn_boot *b, int peer, uint32_t tag, void *buf, size_t len)
 {
     ZN_CHECK(check_peer(b, peer, "recv"));
-    struct match m = {.src = peer, .tag = tag};
+    struct match m = { .src = peer, .tag = tag };
     if (!find_msg(b, &m)) {
-        struct boot_io io = {.send_fd = -1, .recv_fd = -1, .until = find_msg, .until_arg = &m,
-                             .blame_recv = peer, .what = "recv"};
+        struct boot_io io = { .send_fd = -1,
+                              .recv_fd = -1,
+                              .until = find_msg,
+                              .until_arg = &m,
+                              .blame_recv = peer,
+                              .what = "recv" };
         ZN_CHECK(zn_boot_io_run(b, &io));
     }
     ncclResult_t res = ncclSuccess;
@@ -85,8 +97,8 @@ ncclResult_t zn_boot_recv(struct zn_boot *b, int peer, uint32_t tag, void *buf, 
         char who[96];
         zn_boot_peer_str(b, peer, who, sizeof(who));
         res = zn_error(ncclInvalidUsage, ZN_BOOT,
-                       "bootstrap recv: %s sent %zu bytes with tag %u, this rank expected %zu",
-                       who, m.found->len, tag, len);
+                       "bootstrap recv: %s sent %zu bytes with tag %u, this rank expected %zu", who,
+                       m.found->len, tag, len);
     } else {
         memcpy(buf, m.found->data + 8, len);
     }

@@ -123,8 +123,8 @@ static int register_rank(struct root *r, int i)
     if (c->rd.hdr.type != ZN_BOOT_HELLO ||
         zn_boot_hello_decode(c->rd.payload, c->rd.hdr.len, &h, &c->listen_addr) != 0 ||
         h.kind != ZN_HELLO_ROOT) {
-        zn_warn(ZN_BOOT, "bootstrap root %s: closed connection from %s: malformed HELLO",
-                r->where, c->peer);
+        zn_warn(ZN_BOOT, "bootstrap root %s: closed connection from %s: malformed HELLO", r->where,
+                c->peer);
         conn_close(r, i);
         return 0;
     }
@@ -232,9 +232,10 @@ static void root_loop(struct root *r)
             char missing[256], msg[512];
             if (r->nranks) {
                 missing_ranks(r, missing, sizeof(missing));
-                snprintf(msg, sizeof(msg),
-                         "only %d of %d ranks joined within ZINC_TIMEOUT=%lld s; missing rank(s): %s",
-                         r->njoined, r->nranks, (long long)(zn_timeout_ns() / 1000000000), missing);
+                snprintf(
+                    msg, sizeof(msg),
+                    "only %d of %d ranks joined within ZINC_TIMEOUT=%lld s; missing rank(s): %s",
+                    r->njoined, r->nranks, (long long)(zn_timeout_ns() / 1000000000), missing);
             } else {
                 snprintf(msg, sizeof(msg), "no rank joined within ZINC_TIMEOUT");
             }
@@ -247,9 +248,9 @@ static void root_loop(struct root *r)
             if (!p) goto out;
             pfds = p;
         }
-        pfds[0] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
+        pfds[0] = (struct pollfd){ .fd = r->lfd, .events = POLLIN };
         for (int i = 0; i < r->nconns; i++)
-            pfds[i + 1] = (struct pollfd){.fd = r->conns[i].fd, .events = POLLIN};
+            pfds[i + 1] = (struct pollfd){ .fd = r->conns[i].fd, .events = POLLIN };
         int nfds = r->nconns + 1;
         int n = poll(pfds, (nfds_t)nfds, zn_ms_left(r->deadline, 1000));
         if (n <= 0) continue;
@@ -288,8 +289,8 @@ ncclResult_t zn_boot_root_start(const union zn_sockaddr *addr, uint64_t magic,
     int rc = zn_sock_listen(addr, &r->lfd, bound);
     if (rc) {
         free(r);
-        return zn_error(ncclSystemError, ZN_BOOT, "bootstrap root cannot listen on %s: %s%s",
-                        want, strerror(-rc),
+        return zn_error(ncclSystemError, ZN_BOOT, "bootstrap root cannot listen on %s: %s%s", want,
+                        strerror(-rc),
                         rc == -EADDRINUSE ? " (another job uses this ZINC_COMM_ID?)" : "");
     }
     r->magic = magic;

@@ -94,8 +94,9 @@ int zn_frame_reader_step(struct zn_frame_reader *r, int fd, uint64_t magic, uint
 int zn_boot_send_frame(int fd, uint32_t type, uint64_t magic, const void *p1, size_t n1,
                        const void *p2, size_t n2, int64_t deadline, const atomic_int *abort_flag)
 {
-    struct zn_boot_frame f = {.type = type, .version = ZN_BOOT_VERSION, .magic = magic,
-                              .len = n1 + n2};
+    struct zn_boot_frame f = {
+        .type = type, .version = ZN_BOOT_VERSION, .magic = magic, .len = n1 + n2
+    };
     int rc = zn_sock_send_all(fd, &f, sizeof(f), deadline, abort_flag);
     if (!rc && n1) rc = zn_sock_send_all(fd, p1, n1, deadline, abort_flag);
     if (!rc && n2) rc = zn_sock_send_all(fd, p2, n2, deadline, abort_flag);

@@ -45,9 +45,10 @@ static ncclResult_t alloc_round(struct zn_task *t)
     if (m) {
         cx->free_rounds = m->next;
     } else {
-        size_t bytes = sizeof(*m) + cap * (sizeof(struct zn_step) + sizeof(struct zn_req) +
-                                           sizeof(struct zn_conn *)) +
-                       scap * sizeof(void *);
+        size_t bytes =
+            sizeof(*m) +
+            cap * (sizeof(struct zn_step) + sizeof(struct zn_req) + sizeof(struct zn_conn *)) +
+            scap * sizeof(void *);
         m = malloc(bytes);
         if (!m)
             return zn_error(ncclSystemError, ZN_COLL, "out of memory for a round of %zu steps",
@@ -103,8 +104,9 @@ static ncclResult_t start_coll(struct zn_task *t)
         cx->scratch_size = need;
     }
     ZN_CHECK(alloc_round(t));
-    t->plan = (struct zn_plan){.algo = algo, .ctx = cx->actx, .a = t->a, .scratch = cx->scratch,
-                               .scratch_size = need};
+    t->plan = (struct zn_plan){
+        .algo = algo, .ctx = cx->actx, .a = t->a, .scratch = cx->scratch, .scratch_size = need
+    };
     algo->start(&t->plan);
     return ncclSuccess;
 }
@@ -201,7 +203,9 @@ static void run_local(struct zn_task *t)
         const struct zn_step *s = &t->round.step[i];
         switch (s->kind) {
         case ZN_STEP_COPY: memcpy(s->dst, s->src, s->n); break;
-        case ZN_STEP_REDUCE: zn_reduce_n(t->a.dtype, t->a.op, s->dst, s->srcs, s->nsrc, s->n); break;
+        case ZN_STEP_REDUCE:
+            zn_reduce_n(t->a.dtype, t->a.op, s->dst, s->srcs, s->nsrc, s->n);
+            break;
         case ZN_STEP_POST: zn_arena_post(t->cx->arena, s->ctr, s->value, s->sig); break;
         default: break;
         }
@@ -245,8 +249,7 @@ static int blocking_peer(const struct zn_task *t)
 {
     for (int i = 0; t->round_active && i < t->round.nstep; i++) {
         const struct zn_step *s = &t->round.step[i];
-        if ((s->kind == ZN_STEP_SEND || s->kind == ZN_STEP_RECV) &&
-            t->reqs[i].state != ZN_REQ_DONE)
+        if ((s->kind == ZN_STEP_SEND || s->kind == ZN_STEP_RECV) && t->reqs[i].state != ZN_REQ_DONE)
             return s->peer;
         if (s->kind == ZN_STEP_WAIT && s->value != 0) return s->peer;
     }
@@ -255,8 +258,9 @@ static int blocking_peer(const struct zn_task *t)
 
 static const char *task_name(const struct zn_task *t)
 {
-    return t->kind == ZN_TASK_SEND ? "Send" : t->kind == ZN_TASK_RECV ? "Recv"
-                                                                      : zn_coll_name(t->a.coll);
+    return t->kind == ZN_TASK_SEND   ? "Send"
+           : t->kind == ZN_TASK_RECV ? "Recv"
+                                     : zn_coll_name(t->a.coll);
 }
 
 /* A task made no progress for a while: find out whether it ever can. */
@@ -419,7 +423,7 @@ ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
             sched_yield();
         } else {
             /* A long wait (a slow peer): stop burning the core. */
-            struct timespec ts = {0, 50000};
+            struct timespec ts = { 0, 50000 };
             nanosleep(&ts, NULL);
         }
     }

@@ -69,10 +69,10 @@ struct zn_task {
     struct zn_plan plan;
     struct zn_round round;
     int round_active, posted;
-    struct zn_round_mem *mem; /* backs round, reqs and conns */
-    struct zn_req *reqs;      /* one per step of the round */
-    struct zn_conn **conns;   /* the connection of each SEND/RECV step */
-    void *tmp;              /* pre-scaled input for premul */
+    struct zn_round_mem *mem;   /* backs round, reqs and conns */
+    struct zn_req *reqs;        /* one per step of the round */
+    struct zn_conn **conns;     /* the connection of each SEND/RECV step */
+    void *tmp;                  /* pre-scaled input for premul */
     struct zn_task *self_match; /* send/recv to self: the matching task */
     int64_t last_progress;
     int suspect; /* 1 + a peer found dead while the task waited; confirmed by one more pass */

@@ -50,8 +50,9 @@ ncclResult_t zn_conns_create(const struct zn_tctx *ctx, struct zn_conns **out)
     /* A transport is initialised on every rank if any pair of the communicator uses it: its
      * init may be collective, so the decision must be the same everywhere. Comparing host
      * hashes pairwise is O(n^2) but only hash compares, once per communicator. */
-    int used[NTRANSPORTS] = {0};
-    for (int p = 0; p < ctx->nranks; p++) c->tidx[p] = p == ctx->rank ? -1 : pick(ctx, ctx->rank, p);
+    int used[NTRANSPORTS] = { 0 };
+    for (int p = 0; p < ctx->nranks; p++)
+        c->tidx[p] = p == ctx->rank ? -1 : pick(ctx, ctx->rank, p);
     for (int a = 0; a < ctx->nranks; a++) {
         int need_all = 1;
         for (int t = 0; t < NTRANSPORTS; t++) need_all &= used[t];
@@ -74,8 +75,7 @@ fail:
 ncclResult_t zn_conns_get(struct zn_conns *c, int peer, int channel, struct zn_conn **out)
 {
     int t = c->tidx[peer];
-    if (t < 0)
-        return zn_error(ncclInternalError, ZN_NET, "no transport connects a rank to itself");
+    if (t < 0) return zn_error(ncclInternalError, ZN_NET, "no transport connects a rank to itself");
     return transports[t]->connect(c->state[t], peer, channel, out);
 }
 

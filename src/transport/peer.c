@@ -114,7 +114,7 @@ ncclResult_t zn_peer_watch_create(const struct zn_tctx *ctx, struct zn_peer_watc
 int zn_peer_dead(struct zn_peer_watch *w, int peer)
 {
     if (!w || peer < 0 || peer >= w->n || w->pidfd[peer] < 0) return 0;
-    struct pollfd p = {.fd = w->pidfd[peer], .events = POLLIN};
+    struct pollfd p = { .fd = w->pidfd[peer], .events = POLLIN };
     return poll(&p, 1, 0) > 0;
 }
 

@@ -36,7 +36,7 @@ struct fifo {
     _Alignas(64) atomic_uint_least64_t head;
     _Alignas(64) atomic_uint_least64_t tail;
     _Alignas(64) atomic_uint closed; /* 1: destroyed; 2: aborted, reason in note */
-    atomic_uint version; /* set last by the creator: 0 means "not initialised yet" */
+    atomic_uint version;             /* set last by the creator: 0 means "not initialised yet" */
     uint64_t size;
     char note[512];
     _Alignas(64) uint8_t data[];
@@ -166,7 +166,8 @@ static ncclResult_t shm_connect(void *state, int peer, int channel, struct zn_co
             return res;
         }
         for (int d = 0; d < 2; d++) {
-            struct fifo *f = (struct fifo *)((uint8_t *)c->seg.base + d * fifo_bytes(st->fifo_size));
+            struct fifo *f =
+                (struct fifo *)((uint8_t *)c->seg.base + d * fifo_bytes(st->fifo_size));
             f->size = st->fifo_size;
             atomic_store_explicit(&f->version, SHM_FIFO_VERSION, memory_order_release);
         }
@@ -376,7 +377,7 @@ static void shm_abort(void *state, const char *msg)
     for (int i = 0; st && i < st->ctx.nranks * ZN_NCHANNELS; i++) {
         struct shm_conn *c = st->conns[i];
         if (!c || !c->attached) continue;
-        struct fifo *fs[2] = {c->out, c->in};
+        struct fifo *fs[2] = { c->out, c->in };
         for (int d = 0; d < 2; d++) {
             if (atomic_load(&fs[d]->closed)) continue;
             snprintf(fs[d]->note, sizeof(fs[d]->note), "%s", msg);

@@ -55,8 +55,8 @@ ncclResult_t zn_arena_create(const struct zn_tctx *ctx, size_t slot_size, struct
             h->buf_size = a->buf_size;
         }
     } else {
-        int rc = zn_shm_attach(name, total, zn_now_ns() + zn_timeout_ns(), ctx->abort_flag,
-                               &a->seg);
+        int rc =
+            zn_shm_attach(name, total, zn_now_ns() + zn_timeout_ns(), ctx->abort_flag, &a->seg);
         if (rc) {
             char who[128];
             zn_peer_str(ctx, 0, who, sizeof(who));
@@ -75,8 +75,8 @@ ncclResult_t zn_arena_create(const struct zn_tctx *ctx, size_t slot_size, struct
     a->hdr = a->seg.base;
     a->ctrl = (struct zn_arena_line *)((char *)a->seg.base + ctrl_off);
     a->slots = (uint8_t *)a->seg.base + slot_off;
-    zn_info(ZN_SHM, "arena %s: %d ranks, %d x %zu byte buffers per rank", name, a->nranks,
-            a->nbuf, a->buf_size);
+    zn_info(ZN_SHM, "arena %s: %d ranks, %d x %zu byte buffers per rank", name, a->nranks, a->nbuf,
+            a->buf_size);
     *out = a;
     return ncclSuccess;
 }

@@ -338,7 +338,7 @@ void zs_send_abort(struct zs_conn *c, const char *msg)
     if (!zs_conn_ready(c) || c->err != ncclSuccess || sk->shdr_off || sk->spay_off) return;
     size_t len = strlen(msg);
     if (len > ZN_SOCKET_ABORT_MAX) len = ZN_SOCKET_ABORT_MAX;
-    struct zn_socket_frame f = {.length = len, .flags = ZN_SOCKET_FRAME_ABORT, .nparts = 1};
+    struct zn_socket_frame f = { .length = len, .flags = ZN_SOCKET_FRAME_ABORT, .nparts = 1 };
     uint8_t hdr[ZN_SOCKET_FRAME_BYTES];
     zn_socket_frame_encode(&f, hdr);
     int64_t deadline = zn_now_ns() + 100000000ll;

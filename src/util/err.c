@@ -10,7 +10,8 @@ static _Thread_local char last_error[ZN_ERRMSG_MAX];
 
 static const char *result_names[] = {
     [ncclSuccess] = "no error",
-    [ncclUnhandledCudaError] = "a CUDA call failed (ncclGetLastError and ZINC_DEBUG=WARN say which)",
+    [ncclUnhandledCudaError] =
+        "a CUDA call failed (ncclGetLastError and ZINC_DEBUG=WARN say which)",
     [ncclSystemError] = "a system call failed (ncclGetLastError and ZINC_DEBUG=WARN say which)",
     [ncclInternalError] = "internal error in zinc (a bug: please report it with the log)",
     [ncclInvalidArgument] = "invalid argument (ncclGetLastError names it)",
@@ -59,8 +60,9 @@ void zn_err_trace(const char *file, int line, ncclResult_t r)
 ncclResult_t zn_calloc_impl(void **out, size_t n, size_t size, const char *what)
 {
     void *p = calloc(n ? n : 1, size);
-    if (!p) return zn_error(ncclSystemError, ZN_ALLOC, "out of memory allocating %zu bytes for %s",
-                            n * size, what);
+    if (!p)
+        return zn_error(ncclSystemError, ZN_ALLOC, "out of memory allocating %zu bytes for %s",
+                        n * size, what);
     *out = p;
     return ncclSuccess;
 }

@@ -29,23 +29,23 @@ const char *zn_result_str(ncclResult_t r);
 void zn_err_trace(const char *file, int line, ncclResult_t r);
 
 /* Pass an error up. ncclInProgress is not an error. */
-#define ZN_CHECK(call)                                                                             \
-    do {                                                                                           \
-        ncclResult_t zn_res_ = (call);                                                             \
-        if (zn_res_ != ncclSuccess && zn_res_ != ncclInProgress) {                                 \
-            zn_err_trace(__FILE__, __LINE__, zn_res_);                                             \
-            return zn_res_;                                                                        \
-        }                                                                                          \
+#define ZN_CHECK(call)                                             \
+    do {                                                           \
+        ncclResult_t zn_res_ = (call);                             \
+        if (zn_res_ != ncclSuccess && zn_res_ != ncclInProgress) { \
+            zn_err_trace(__FILE__, __LINE__, zn_res_);             \
+            return zn_res_;                                        \
+        }                                                          \
     } while (0)
 
 /* Store an error in res and jump to a cleanup label. */
-#define ZN_CHECK_GOTO(call, res, label)                                                            \
-    do {                                                                                           \
-        (res) = (call);                                                                            \
-        if ((res) != ncclSuccess && (res) != ncclInProgress) {                                     \
-            zn_err_trace(__FILE__, __LINE__, (res));                                               \
-            goto label;                                                                            \
-        }                                                                                          \
+#define ZN_CHECK_GOTO(call, res, label)                        \
+    do {                                                       \
+        (res) = (call);                                        \
+        if ((res) != ncclSuccess && (res) != ncclInProgress) { \
+            zn_err_trace(__FILE__, __LINE__, (res));           \
+            goto label;                                        \
+        }                                                      \
     } while (0)
 
 /* Allocation helpers that report failure through zn_error. */

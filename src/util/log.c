@@ -25,13 +25,13 @@ static char log_host[64];
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static int banner_done;
 
-static const char *level_names[] = {"NONE", "VERSION", "WARN", "INFO", "TRACE"};
+static const char *level_names[] = { "NONE", "VERSION", "WARN", "INFO", "TRACE" };
 
 static const struct {
     const char *name;
     uint32_t bit;
 } subsys_names[] = {
-#define ZN_X(name, bit) {#name, 1u << (bit)},
+#define ZN_X(name, bit) { #name, 1u << (bit) },
     ZN_LOG_SUBSYS(ZN_X)
 #undef ZN_X
 };
@@ -108,8 +108,7 @@ static void configure(const struct zn_params *p)
             setvbuf(f, NULL, _IONBF, 0);
             log_file = f;
         } else {
-            fprintf(stderr, "zinc WARN: cannot open ZINC_DEBUG_FILE %s; logging to stderr\n",
-                    path);
+            fprintf(stderr, "zinc WARN: cannot open ZINC_DEBUG_FILE %s; logging to stderr\n", path);
         }
     }
     zn_log_level_cur = level;

@@ -20,18 +20,18 @@ enum zn_log_level {
 };
 
 /* Subsystems, as bits so ZINC_DEBUG_SUBSYS can name several. */
-#define ZN_LOG_SUBSYS(X)                                                                           \
-    X(INIT, 0)                                                                                     \
-    X(BOOT, 1)                                                                                     \
-    X(NET, 2)                                                                                      \
-    X(SHM, 3)                                                                                      \
-    X(P2P, 4)                                                                                      \
-    X(PROXY, 5)                                                                                    \
-    X(COLL, 6)                                                                                     \
-    X(TUNE, 7)                                                                                     \
-    X(ENV, 8)                                                                                      \
-    X(ALLOC, 9)                                                                                    \
-    X(CALL, 10)                                                                                    \
+#define ZN_LOG_SUBSYS(X) \
+    X(INIT, 0)           \
+    X(BOOT, 1)           \
+    X(NET, 2)            \
+    X(SHM, 3)            \
+    X(P2P, 4)            \
+    X(PROXY, 5)          \
+    X(COLL, 6)           \
+    X(TUNE, 7)           \
+    X(ENV, 8)            \
+    X(ALLOC, 9)          \
+    X(CALL, 10)          \
     X(GRAPH, 11)
 
 enum zn_log_subsys {
@@ -41,7 +41,7 @@ enum zn_log_subsys {
         ZN_ALL = ~0u
 };
 
-extern int zn_log_level_cur;      /* read without a lock: set once, before threads log */
+extern int zn_log_level_cur; /* read without a lock: set once, before threads log */
 extern uint32_t zn_log_subsys_cur;
 
 /* The rank shown in the prefix of this thread's messages (-1: none). */
@@ -59,13 +59,12 @@ void zn_log_reinit(void);
 void zn_log_emit(int level, uint32_t subsys, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-#define zn_log_enabled(level, subsys)                                                              \
-    ((level) <= zn_log_level_cur && ((subsys) & zn_log_subsys_cur))
+#define zn_log_enabled(level, subsys) ((level) <= zn_log_level_cur && ((subsys)&zn_log_subsys_cur))
 
-#define zn_log(level, subsys, ...)                                                                 \
-    do {                                                                                           \
-        if (zn_log_enabled(level, subsys))                                                         \
-            zn_log_emit(level, subsys, __FILE__, __LINE__, __VA_ARGS__);                           \
+#define zn_log(level, subsys, ...)                                       \
+    do {                                                                 \
+        if (zn_log_enabled(level, subsys))                               \
+            zn_log_emit(level, subsys, __FILE__, __LINE__, __VA_ARGS__); \
     } while (0)
 
 #define zn_warn(subsys, ...)  zn_log(ZN_LOG_WARN, subsys, __VA_ARGS__)

@@ -14,7 +14,7 @@
 #include <string.h>
 
 static const struct zn_param_desc param_table[] = {
-#define ZN_PARAM(field, type, name, alt, def, doc) {name, alt, ZN_PT_##type, def, doc},
+#define ZN_PARAM(field, type, name, alt, def, doc) { name, alt, ZN_PT_##type, def, doc },
 #include "param_list.h"
 #undef ZN_PARAM
 };
@@ -38,9 +38,18 @@ int zn_param_parse_size(const char *s, int64_t *out)
     while (isspace((unsigned char)*end)) end++;
     int64_t mult = 1;
     switch (toupper((unsigned char)*end)) {
-    case 'K': mult = 1ll << 10; end++; break;
-    case 'M': mult = 1ll << 20; end++; break;
-    case 'G': mult = 1ll << 30; end++; break;
+    case 'K':
+        mult = 1ll << 10;
+        end++;
+        break;
+    case 'M':
+        mult = 1ll << 20;
+        end++;
+        break;
+    case 'G':
+        mult = 1ll << 30;
+        end++;
+        break;
     case 0: break;
     default: return -1;
     }
@@ -170,8 +179,8 @@ static void load_all(void)
         }
         if (text && parse_value(d, text, field_of(i)) != 0) {
             /* Logging is not up yet; report on stderr directly, once. */
-            fprintf(stderr, "zinc WARN: %s=\"%s\" is not a valid %s value; using \"%s\"\n",
-                    d->name, text,
+            fprintf(stderr, "zinc WARN: %s=\"%s\" is not a valid %s value; using \"%s\"\n", d->name,
+                    text,
                     d->type == ZN_PT_SIZE   ? "size"
                     : d->type == ZN_PT_BOOL ? "boolean"
                                             : "integer",

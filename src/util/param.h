@@ -11,10 +11,10 @@
 enum zn_param_type { ZN_PT_INT, ZN_PT_SIZE, ZN_PT_BOOL, ZN_PT_STR };
 
 struct zn_params {
-#define ZN_PARAM_FIELD_INT  int64_t
-#define ZN_PARAM_FIELD_SIZE int64_t
-#define ZN_PARAM_FIELD_BOOL int64_t
-#define ZN_PARAM_FIELD_STR  const char *
+#define ZN_PARAM_FIELD_INT                         int64_t
+#define ZN_PARAM_FIELD_SIZE                        int64_t
+#define ZN_PARAM_FIELD_BOOL                        int64_t
+#define ZN_PARAM_FIELD_STR                         const char *
 #define ZN_PARAM(field, type, name, alt, def, doc) ZN_PARAM_FIELD_##type field;
 #include "param_list.h"
 #undef ZN_PARAM

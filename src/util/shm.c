@@ -67,8 +67,8 @@ ncclResult_t zn_shm_create(const char *name, size_t size, int nmappers, struct z
     close(fd);
     if (map == MAP_FAILED) {
         shm_unlink(name);
-        return zn_error(ncclSystemError, ZN_SHM, "mmap of /dev/shm%s (%zu bytes) failed: %s",
-                        name, total, strerror(err));
+        return zn_error(ncclSystemError, ZN_SHM, "mmap of /dev/shm%s (%zu bytes) failed: %s", name,
+                        total, strerror(err));
     }
     struct shm_hdr *h = map;
     h->magic = SHM_MAGIC;
@@ -92,7 +92,7 @@ ncclResult_t zn_shm_create(const char *name, size_t size, int nmappers, struct z
 
 static void nap(void)
 {
-    struct timespec ts = {0, 200000};
+    struct timespec ts = { 0, 200000 };
     nanosleep(&ts, NULL);
 }
 

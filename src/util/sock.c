@@ -72,11 +72,10 @@ int zn_sockaddr_parse(const char *hostport, union zn_sockaddr *out)
     long port = strtol(colon + 1, &end, 10);
     if (*end || port < 0 || port > 65535) return -EINVAL;
 
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
     if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res) return -ENOENT;
     memset(out, 0, sizeof(*out));
-    memcpy(out, res->ai_addr,
-           res->ai_addrlen < sizeof(*out) ? res->ai_addrlen : sizeof(*out));
+    memcpy(out, res->ai_addr, res->ai_addrlen < sizeof(*out) ? res->ai_addrlen : sizeof(*out));
     freeaddrinfo(res);
     if (out->sa.sa_family == AF_INET6)
         out->in6.sin6_port = htons((uint16_t)port);
@@ -122,8 +121,7 @@ static int family_wanted(int fam)
 {
     const char *f = zn_params()->socket_family;
     if (!strcmp(f, "AF_INET") || !strcmp(f, "4") || !strcasecmp(f, "ipv4")) return fam == AF_INET;
-    if (!strcmp(f, "AF_INET6") || !strcmp(f, "6") || !strcasecmp(f, "ipv6"))
-        return fam == AF_INET6;
+    if (!strcmp(f, "AF_INET6") || !strcmp(f, "6") || !strcasecmp(f, "ipv6")) return fam == AF_INET6;
     return fam == AF_INET || fam == AF_INET6;
 }
 
@@ -207,11 +205,10 @@ int zn_sock_listen(const union zn_sockaddr *addr, int *fd, union zn_sockaddr *bo
 static int wait_fd(int fd, short events, int64_t deadline, const atomic_int *abort_flag)
 {
     for (;;) {
-        if (abort_flag && atomic_load_explicit(abort_flag, memory_order_relaxed))
-            return -ECANCELED;
+        if (abort_flag && atomic_load_explicit(abort_flag, memory_order_relaxed)) return -ECANCELED;
         int64_t now = zn_now_ns();
         if (now >= deadline) return -ETIMEDOUT;
-        struct pollfd p = {.fd = fd, .events = events};
+        struct pollfd p = { .fd = fd, .events = events };
         int n = poll(&p, 1, zn_ms_left(deadline, POLL_SLICE_MS));
         if (n < 0 && errno != EINTR) return -errno;
         if (n > 0) return 0;
@@ -233,7 +230,7 @@ int zn_sock_connect_start(const union zn_sockaddr *addr, int *fd)
 
 int zn_sock_connect_done(int fd)
 {
-    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    struct pollfd p = { .fd = fd, .events = POLLOUT };
     int n = poll(&p, 1, 0);
     if (n < 0) return errno == EINTR ? 0 : -errno;
     if (n == 0) return 0;
@@ -259,12 +256,12 @@ int zn_sock_connect(const union zn_sockaddr *addr, int64_t deadline, const atomi
             close(s);
         }
         /* The peer may not be listening yet: retry refused / unreachable with backoff. */
-        if (rc != -ECONNREFUSED && rc != -ECONNRESET && rc != -EHOSTUNREACH &&
-            rc != -ENETUNREACH && rc != -EAGAIN && rc != 0)
+        if (rc != -ECONNREFUSED && rc != -ECONNRESET && rc != -EHOSTUNREACH && rc != -ENETUNREACH &&
+            rc != -EAGAIN && rc != 0)
             return rc;
         if (abort_flag && atomic_load(abort_flag)) return -ECANCELED;
         if (zn_now_ns() + (int64_t)delay_ms * 1000000 >= deadline) return -ETIMEDOUT;
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)delay_ms * 1000000};
+        struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)delay_ms * 1000000 };
         nanosleep(&ts, NULL);
         if (delay_ms < 100) delay_ms *= 2;
     }
@@ -324,8 +321,7 @@ int zn_sock_send_all(int fd, const void *buf, size_t len, int64_t deadline,
     return 0;
 }
 
-int zn_sock_recv_all(int fd, void *buf, size_t len, int64_t deadline,
-                     const atomic_int *abort_flag)
+int zn_sock_recv_all(int fd, void *buf, size_t len, int64_t deadline, const atomic_int *abort_flag)
 {
     char *p = buf;
     while (len > 0) {

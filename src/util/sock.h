@@ -61,8 +61,7 @@ int zn_sock_try_accept(int lfd, int *fd);
 
 int zn_sock_send_all(int fd, const void *buf, size_t len, int64_t deadline,
                      const atomic_int *abort_flag);
-int zn_sock_recv_all(int fd, void *buf, size_t len, int64_t deadline,
-                     const atomic_int *abort_flag);
+int zn_sock_recv_all(int fd, void *buf, size_t len, int64_t deadline, const atomic_int *abort_flag);
 
 /* Non-blocking partial I/O: 0 and *done bytes moved (maybe 0), or a negative errno. */
 int zn_sock_send_some(int fd, const void *buf, size_t len, size_t *done);

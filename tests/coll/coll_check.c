@@ -18,28 +18,37 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { C_ALLREDUCE, C_BROADCAST, C_REDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_GATHER,
-       C_SCATTER, NCOLL };
-static const char *coll_names[NCOLL] = {"allreduce", "broadcast", "reduce", "allgather",
-                                        "reducescatter", "alltoall", "gather", "scatter"};
-static const int coll_reduces[NCOLL] = {1, 0, 1, 0, 1, 0, 0, 0};
-static const int coll_rooted[NCOLL] = {0, 1, 1, 0, 0, 0, 1, 1};
+enum {
+    C_ALLREDUCE,
+    C_BROADCAST,
+    C_REDUCE,
+    C_ALLGATHER,
+    C_REDUCESCATTER,
+    C_ALLTOALL,
+    C_GATHER,
+    C_SCATTER,
+    NCOLL
+};
+static const char *coll_names[NCOLL] = { "allreduce",     "broadcast", "reduce", "allgather",
+                                         "reducescatter", "alltoall",  "gather", "scatter" };
+static const int coll_reduces[NCOLL] = { 1, 0, 1, 0, 1, 0, 0, 0 };
+static const int coll_rooted[NCOLL] = { 0, 1, 1, 0, 0, 0, 1, 1 };
 
 enum { O_SUM, O_PROD, O_MAX, O_MIN, O_AVG, O_PREMUL_IMM, O_PREMUL_DEV, NOPS };
-static const char *op_names[NOPS] = {"sum", "prod", "max", "min", "avg", "premul", "premul_dev"};
+static const char *op_names[NOPS] = { "sum", "prod", "max", "min", "avg", "premul", "premul_dev" };
 
 static int rank, nranks, verbose;
 static ncclComm_t comm;
 static long checks, failures;
 
-#define NCCLCHECK(call)                                                                            \
-    do {                                                                                           \
-        ncclResult_t r_ = (call);                                                                  \
-        if (r_ != ncclSuccess) {                                                                   \
-            fprintf(stderr, "[%d] %s:%d %s failed: %s (%s)\n", rank, __FILE__, __LINE__, #call,    \
-                    ncclGetErrorString(r_), ncclGetLastError(comm));                               \
-            exit(2);                                                                               \
-        }                                                                                          \
+#define NCCLCHECK(call)                                                                         \
+    do {                                                                                        \
+        ncclResult_t r_ = (call);                                                               \
+        if (r_ != ncclSuccess) {                                                                \
+            fprintf(stderr, "[%d] %s:%d %s failed: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
+                    ncclGetErrorString(r_), ncclGetLastError(comm));                            \
+            exit(2);                                                                            \
+        }                                                                                       \
     } while (0)
 
 /* --- inputs and reference ----------------------------------------------------------------- */
@@ -50,7 +59,7 @@ static long checks, failures;
  * Data movement (broadcast, gather, ...): bytes (r*31 + k) mod 251, which differ for every
  * rank and every offset, so a block landing in the wrong place is caught.
  */
-#define PERIOD 61
+#define PERIOD      61
 #define BYTE_PERIOD 251
 
 static int is_unsigned(ncclDataType_t t)
@@ -125,11 +134,16 @@ static double reduce_ref(size_t g, ncclDataType_t t, int op, double *tol)
             double x = input(r, g, t, op) * (premul ? premul_scalar(r, t) : 1);
             uint64_t v = (uint64_t)(int64_t)x;
             double a = int_value(t, acc);
-            if (r == 0) acc = v;
-            else if (op == O_PROD) acc = acc * v;
-            else if (op == O_MAX) acc = x > a ? v : acc;
-            else if (op == O_MIN) acc = x < a ? v : acc;
-            else acc = acc + v;
+            if (r == 0)
+                acc = v;
+            else if (op == O_PROD)
+                acc = acc * v;
+            else if (op == O_MAX)
+                acc = x > a ? v : acc;
+            else if (op == O_MIN)
+                acc = x < a ? v : acc;
+            else
+                acc = acc + v;
         }
         double s = int_value(t, acc);
         /* ncclAvg on integers: C division (toward zero) of the wrapped sum. */
@@ -139,11 +153,16 @@ static double reduce_ref(size_t g, ncclDataType_t t, int op, double *tol)
     for (int r = 0; r < nranks; r++) {
         double x = input(r, g, t, op) * (premul ? premul_scalar(r, t) : 1);
         mag += fabs(x);
-        if (r == 0) acc = x;
-        else if (op == O_PROD) acc *= x;
-        else if (op == O_MAX) acc = x > acc ? x : acc;
-        else if (op == O_MIN) acc = x < acc ? x : acc;
-        else acc += x;
+        if (r == 0)
+            acc = x;
+        else if (op == O_PROD)
+            acc *= x;
+        else if (op == O_MAX)
+            acc = x > acc ? x : acc;
+        else if (op == O_MIN)
+            acc = x < acc ? x : acc;
+        else
+            acc += x;
     }
     if (op == O_AVG) {
         acc /= nranks;
@@ -192,8 +211,8 @@ static void fill_garbage(void *buf, size_t bytes)
 static long report(const char *what, size_t i, double got, double want, double tol)
 {
     if (verbose || failures < 20)
-        fprintf(stderr, "[%d] MISMATCH %s: element %zu = %g, expected %g (tol %g)\n", rank, what,
-                i, got, want, tol);
+        fprintf(stderr, "[%d] MISMATCH %s: element %zu = %g, expected %g (tol %g)\n", rank, what, i,
+                got, want, tol);
     return 1;
 }
 
@@ -226,8 +245,7 @@ static long check_reduced(const char *what, const void *out, size_t n, ncclDataT
     }
     for (size_t i = 0; i < n && bad < 5; i++) {
         double got = tt_get(t, out, i), w = want[i % PERIOD], tl = tol[i % PERIOD];
-        if (got != w && !(fabs(got - w) <= tl))
-            bad += report(what, i, got, w, tl);
+        if (got != w && !(fabs(got - w) <= tl)) bad += report(what, i, got, w, tl);
     }
     return bad;
 }
@@ -260,10 +278,9 @@ static ncclRedOp_t make_op(int op, ncclDataType_t t, void *scalar_store)
     }
     ncclRedOp_t h;
     tt_set(t, scalar_store, 0, premul_scalar(rank, t));
-    NCCLCHECK(ncclRedOpCreatePreMulSum(&h, scalar_store, t,
-                                       op == O_PREMUL_IMM ? ncclScalarHostImmediate
-                                                          : ncclScalarDevice,
-                                       comm));
+    NCCLCHECK(ncclRedOpCreatePreMulSum(
+        &h, scalar_store, t, op == O_PREMUL_IMM ? ncclScalarHostImmediate : ncclScalarDevice,
+        comm));
     if (op == O_PREMUL_IMM) memset(scalar_store, 0x77, 8); /* must have been read already */
     return h;
 }
@@ -274,10 +291,10 @@ static int inplace_only;
 static long run_one(int coll, ncclDataType_t t, int op, size_t count, int root, int inplace)
 {
     size_t es = tt_size[t], n = (size_t)nranks, cb = count * es;
-    int blocked_send = coll == C_REDUCESCATTER || coll == C_ALLTOALL ||
-                       (coll == C_SCATTER && rank == root);
-    int blocked_recv = coll == C_ALLGATHER || coll == C_ALLTOALL ||
-                       (coll == C_GATHER && rank == root);
+    int blocked_send =
+        coll == C_REDUCESCATTER || coll == C_ALLTOALL || (coll == C_SCATTER && rank == root);
+    int blocked_recv =
+        coll == C_ALLGATHER || coll == C_ALLTOALL || (coll == C_GATHER && rank == root);
     size_t send_bytes = blocked_send ? cb * n : cb, recv_bytes = blocked_recv ? cb * n : cb;
     /* Buffers carry guard bytes on both sides. */
     uint8_t *smem = malloc(send_bytes + 128), *rmem = NULL;
@@ -356,8 +373,8 @@ static long run_one(int coll, ncclDataType_t t, int op, size_t count, int root, 
     case C_SCATTER: bad = check_moved(what, out, cb, root, (size_t)rank * cb); break;
     }
     /* Nothing may be written outside the output. */
-    uint8_t *mems[2] = {smem, rmem};
-    size_t sizes[2] = {send_bytes, recv_bytes};
+    uint8_t *mems[2] = { smem, rmem };
+    size_t sizes[2] = { send_bytes, recv_bytes };
     for (int m = 0; m < 2; m++) {
         if (!mems[m]) continue;
         for (int k = 0; k < 64; k++)
@@ -403,7 +420,8 @@ static void check_identical(ncclDataType_t t, size_t count)
     checks++;
     for (int r = 1; r < nranks; r++)
         if (all[r] != all[0]) {
-            fprintf(stderr, "[%d] NOT BIT-IDENTICAL: allreduce %s count %zu: rank %d differs from rank 0\n",
+            fprintf(stderr,
+                    "[%d] NOT BIT-IDENTICAL: allreduce %s count %zu: rank %d differs from rank 0\n",
                     rank, tt_names[t], count, r);
             failures++;
             break;
@@ -427,14 +445,21 @@ int main(int argc, char **argv)
 {
     const char *colls = NULL, *types = NULL, *ops = NULL, *counts_arg = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-c") && i + 1 < argc) colls = argv[++i];
-        else if (!strcmp(argv[i], "-t") && i + 1 < argc) types = argv[++i];
-        else if (!strcmp(argv[i], "-o") && i + 1 < argc) ops = argv[++i];
-        else if (!strcmp(argv[i], "-n") && i + 1 < argc) counts_arg = argv[++i];
-        else if (!strcmp(argv[i], "-v")) verbose = 1;
-        else if (!strcmp(argv[i], "-i")) inplace_only = 1;
+        if (!strcmp(argv[i], "-c") && i + 1 < argc)
+            colls = argv[++i];
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc)
+            types = argv[++i];
+        else if (!strcmp(argv[i], "-o") && i + 1 < argc)
+            ops = argv[++i];
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc)
+            counts_arg = argv[++i];
+        else if (!strcmp(argv[i], "-v"))
+            verbose = 1;
+        else if (!strcmp(argv[i], "-i"))
+            inplace_only = 1;
         else {
-            fprintf(stderr, "usage: coll_check [-c colls] [-t types] [-o ops] [-n counts] [-i] [-v]\n");
+            fprintf(stderr,
+                    "usage: coll_check [-c colls] [-t types] [-o ops] [-n counts] [-i] [-v]\n");
             return 2;
         }
     }
@@ -454,7 +479,7 @@ int main(int argc, char **argv)
             if (*p == ',') p++;
         }
     } else {
-        size_t def[] = {0, 1, 2, (size_t)nranks + 1, 7, 1023, 70001};
+        size_t def[] = { 0, 1, 2, (size_t)nranks + 1, 7, 1023, 70001 };
         for (size_t i = 0; i < sizeof(def) / sizeof(def[0]); i++) counts[ncounts++] = def[i];
     }
     for (int c = 0; c < NCOLL; c++) {
@@ -464,7 +489,7 @@ int main(int argc, char **argv)
             for (int op = 0; op < (coll_reduces[c] ? NOPS : 1); op++) {
                 if (coll_reduces[c] && !in_list(ops, op_names[op])) continue;
                 for (int k = 0; k < ncounts; k++) {
-                    int roots[3] = {0, nranks - 1, nranks / 2};
+                    int roots[3] = { 0, nranks - 1, nranks / 2 };
                     for (int ri = 0; ri < (coll_rooted[c] ? 3 : 1); ri++) {
                         if (ri && roots[ri] == roots[ri - 1]) continue;
                         for (int inplace = inplace_only; inplace < 2; inplace++) {
@@ -477,11 +502,11 @@ int main(int argc, char **argv)
         }
     }
     if (in_list(colls, "allreduce") && !inplace_only) {
-        ncclDataType_t ft[] = {ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64};
+        ncclDataType_t ft[] = { ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64 };
         for (int i = 0; i < 4; i++)
             if (in_list(types, tt_names[ft[i]])) check_identical(ft[i], 100003);
     }
-    long local[2] = {checks, failures}, total[2];
+    long local[2] = { checks, failures }, total[2];
     NCCLCHECK(ncclAllReduce(local, total, 2, ncclInt64, ncclSum, comm, NULL));
     if (rank == 0)
         printf("coll_check: %d ranks: %ld checks, %ld failed\n", nranks, total[0], total[1]);

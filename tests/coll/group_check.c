@@ -19,24 +19,24 @@ static int rank, nranks;
 static ncclComm_t world;
 static long failures;
 
-#define NCCLCHECK(call)                                                                            \
-    do {                                                                                           \
-        ncclResult_t r_ = (call);                                                                  \
-        if (r_ != ncclSuccess) {                                                                   \
-            fprintf(stderr, "[%d] %s:%d %s failed: %s (%s)\n", rank, __FILE__, __LINE__, #call,    \
-                    ncclGetErrorString(r_), ncclGetLastError(NULL));                               \
-            exit(2);                                                                               \
-        }                                                                                          \
+#define NCCLCHECK(call)                                                                         \
+    do {                                                                                        \
+        ncclResult_t r_ = (call);                                                               \
+        if (r_ != ncclSuccess) {                                                                \
+            fprintf(stderr, "[%d] %s:%d %s failed: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
+                    ncclGetErrorString(r_), ncclGetLastError(NULL));                            \
+            exit(2);                                                                            \
+        }                                                                                       \
     } while (0)
 
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
+#define EXPECT(cond, ...)                                                   \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, "\n");                                          \
+            failures++;                                                     \
+        }                                                                   \
     } while (0)
 
 static int32_t val(int src, int dst, int msg, size_t i)
@@ -60,7 +60,7 @@ static long verify(const int32_t *b, size_t n, int src, int dst, int msg)
  * receives posted before sends on odd ranks. */
 static void test_p2p(ncclComm_t c, int n, int me)
 {
-    size_t sizes[] = {0, 1, 33, 4096, 300007};
+    size_t sizes[] = { 0, 1, 33, 4096, 300007 };
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
         size_t cnt = sizes[k];
         int32_t *s = malloc((cnt + 1) * 4), *r = malloc((cnt + 1) * 4);
@@ -77,7 +77,7 @@ static void test_p2p(ncclComm_t c, int n, int me)
         free(r);
     }
     /* All pairs, 3 messages per pair of different sizes, in one group. */
-    size_t msz[3] = {5, 70001, 0};
+    size_t msz[3] = { 5, 70001, 0 };
     int32_t **sb = calloc((size_t)n * 3, sizeof(*sb)), **rb = calloc((size_t)n * 3, sizeof(*rb));
     NCCLCHECK(ncclGroupStart());
     for (int d = 0; d < n; d++)
@@ -168,8 +168,8 @@ static void test_split(void)
     int cnt, me;
     NCCLCHECK(ncclCommCount(sub, &cnt));
     NCCLCHECK(ncclCommUserRank(sub, &me));
-    EXPECT(cnt == members && me == above, "split: rank %d of %d, expected %d of %d", me, cnt,
-           above, members);
+    EXPECT(cnt == members && me == above, "split: rank %d of %d, expected %d of %d", me, cnt, above,
+           members);
     int64_t x = rank, sum = 0;
     NCCLCHECK(ncclAllReduce(&x, &sum, 1, ncclInt64, ncclSum, sub, NULL));
     int64_t want = 0;
@@ -225,7 +225,7 @@ static void test_nonblocking(void)
     ncclResult_t st = ncclInProgress;
     for (int i = 0; i < 200000 && st == ncclInProgress; i++) {
         NCCLCHECK(ncclCommGetAsyncError(nb, &st));
-        struct timespec ts = {0, 100000};
+        struct timespec ts = { 0, 100000 };
         if (st == ncclInProgress) nanosleep(&ts, NULL);
     }
     EXPECT(st == ncclSuccess, "non-blocking init ended with %d", st);
@@ -239,31 +239,36 @@ static void test_nonblocking(void)
 /* Bad arguments are rejected with a message naming them, and the communicator stays usable. */
 static void test_bad_args(void)
 {
-    int32_t buf[4] = {0};
+    int32_t buf[4] = { 0 };
     struct {
         ncclResult_t got, want;
         const char *needle;
     } cases[12];
     int k = 0;
-#define CASE(call, want_, needle_)                                                                 \
-    do {                                                                                           \
-        cases[k].got = (call);                                                                     \
-        cases[k].want = (want_);                                                                   \
-        cases[k].needle = (needle_);                                                               \
-        EXPECT(cases[k].got == cases[k].want, "%s returned %d, expected %d", #call, cases[k].got,  \
-               cases[k].want);                                                                     \
-        EXPECT(strstr(ncclGetLastError(NULL), cases[k].needle) != NULL,                            \
-               "%s: message \"%s\" does not name \"%s\"", #call, ncclGetLastError(NULL),           \
-               cases[k].needle);                                                                   \
-        k++;                                                                                       \
+#define CASE(call, want_, needle_)                                                                \
+    do {                                                                                          \
+        cases[k].got = (call);                                                                    \
+        cases[k].want = (want_);                                                                  \
+        cases[k].needle = (needle_);                                                              \
+        EXPECT(cases[k].got == cases[k].want, "%s returned %d, expected %d", #call, cases[k].got, \
+               cases[k].want);                                                                    \
+        EXPECT(strstr(ncclGetLastError(NULL), cases[k].needle) != NULL,                           \
+               "%s: message \"%s\" does not name \"%s\"", #call, ncclGetLastError(NULL),          \
+               cases[k].needle);                                                                  \
+        k++;                                                                                      \
     } while (0)
-    CASE(ncclAllReduce(NULL, buf, 4, ncclInt32, ncclSum, world, NULL), ncclInvalidArgument, "sendbuff");
-    CASE(ncclAllReduce(buf, NULL, 4, ncclInt32, ncclSum, world, NULL), ncclInvalidArgument, "recvbuff");
-    CASE(ncclAllReduce(buf, buf, 4, (ncclDataType_t)42, ncclSum, world, NULL), ncclInvalidArgument, "datatype");
-    CASE(ncclAllReduce(buf, buf, 4, ncclInt32, (ncclRedOp_t)77, world, NULL), ncclInvalidArgument, "op");
+    CASE(ncclAllReduce(NULL, buf, 4, ncclInt32, ncclSum, world, NULL), ncclInvalidArgument,
+         "sendbuff");
+    CASE(ncclAllReduce(buf, NULL, 4, ncclInt32, ncclSum, world, NULL), ncclInvalidArgument,
+         "recvbuff");
+    CASE(ncclAllReduce(buf, buf, 4, (ncclDataType_t)42, ncclSum, world, NULL), ncclInvalidArgument,
+         "datatype");
+    CASE(ncclAllReduce(buf, buf, 4, ncclInt32, (ncclRedOp_t)77, world, NULL), ncclInvalidArgument,
+         "op");
     CASE(ncclBroadcast(buf, buf, 4, ncclInt32, nranks, world, NULL), ncclInvalidArgument, "root");
     CASE(ncclSend(buf, 4, ncclInt32, -1, world, NULL), ncclInvalidArgument, "peer");
-    CASE(ncclAllReduce(buf, buf, 4, ncclInt32, ncclSum, world, (cudaStream_t)0x10), ncclInvalidArgument, "stream");
+    CASE(ncclAllReduce(buf, buf, 4, ncclInt32, ncclSum, world, (cudaStream_t)0x10),
+         ncclInvalidArgument, "stream");
     CASE(ncclAllReduce(buf, buf, 4, ncclInt32, ncclSum, NULL, NULL), ncclInvalidArgument, "comm");
     CASE(ncclGroupEnd(), ncclInvalidUsage, "ncclGroupStart");
     float scalar = 2;

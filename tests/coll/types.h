@@ -13,10 +13,10 @@
 #include <stdint.h>
 #include <string.h>
 
-static const char *const tt_names[ncclNumTypes] = {"int8", "uint8", "int32", "uint32",
-                                                   "int64", "uint64", "half", "float",
-                                                   "double", "bfloat16", "fp8e4m3", "fp8e5m2"};
-static const size_t tt_size[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+static const char *const tt_names[ncclNumTypes] = { "int8",   "uint8",    "int32",   "uint32",
+                                                    "int64",  "uint64",   "half",    "float",
+                                                    "double", "bfloat16", "fp8e4m3", "fp8e5m2" };
+static const size_t tt_size[ncclNumTypes] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1 };
 
 static inline int tt_is_float(ncclDataType_t t)
 {
@@ -50,13 +50,41 @@ static inline double tt_get(ncclDataType_t t, const void *buf, size_t i)
     switch (t) {
     case ncclInt8: return *(const int8_t *)p;
     case ncclUint8: return *p;
-    case ncclInt32: { int32_t v; memcpy(&v, p, 4); return v; }
-    case ncclUint32: { uint32_t v; memcpy(&v, p, 4); return v; }
-    case ncclInt64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
-    case ncclUint64: { uint64_t v; memcpy(&v, p, 8); return (double)v; }
-    case ncclFloat16: { uint16_t v; memcpy(&v, p, 2); return tt_minifloat(v, 5, 10, 15, 1); }
-    case ncclFloat32: { float v; memcpy(&v, p, 4); return v; }
-    case ncclFloat64: { double v; memcpy(&v, p, 8); return v; }
+    case ncclInt32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case ncclUint32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case ncclInt64: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return (double)v;
+    }
+    case ncclUint64: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return (double)v;
+    }
+    case ncclFloat16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return tt_minifloat(v, 5, 10, 15, 1);
+    }
+    case ncclFloat32: {
+        float v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case ncclFloat64: {
+        double v;
+        memcpy(&v, p, 8);
+        return v;
+    }
     case ncclBfloat16: {
         uint16_t v;
         memcpy(&v, p, 2);
@@ -79,11 +107,31 @@ static inline int tt_set(ncclDataType_t t, void *buf, size_t i, double x)
     switch (t) {
     case ncclInt8: *(int8_t *)p = (int8_t)x; return 0;
     case ncclUint8: *p = (uint8_t)x; return 0;
-    case ncclInt32: { int32_t v = (int32_t)x; memcpy(p, &v, 4); return 0; }
-    case ncclUint32: { uint32_t v = (uint32_t)x; memcpy(p, &v, 4); return 0; }
-    case ncclInt64: { int64_t v = (int64_t)x; memcpy(p, &v, 8); return 0; }
-    case ncclUint64: { uint64_t v = (uint64_t)x; memcpy(p, &v, 8); return 0; }
-    case ncclFloat32: { float v = (float)x; memcpy(p, &v, 4); return (double)v == x ? 0 : -1; }
+    case ncclInt32: {
+        int32_t v = (int32_t)x;
+        memcpy(p, &v, 4);
+        return 0;
+    }
+    case ncclUint32: {
+        uint32_t v = (uint32_t)x;
+        memcpy(p, &v, 4);
+        return 0;
+    }
+    case ncclInt64: {
+        int64_t v = (int64_t)x;
+        memcpy(p, &v, 8);
+        return 0;
+    }
+    case ncclUint64: {
+        uint64_t v = (uint64_t)x;
+        memcpy(p, &v, 8);
+        return 0;
+    }
+    case ncclFloat32: {
+        float v = (float)x;
+        memcpy(p, &v, 4);
+        return (double)v == x ? 0 : -1;
+    }
     case ncclFloat64: memcpy(p, &x, 8); return 0;
     default: break;
     }
@@ -103,7 +151,7 @@ static inline int tt_set(ncclDataType_t t, void *buf, size_t i, double x)
         }
     uint32_t ncodes = tt_size[t] == 2 ? 65536u : 256u;
     for (uint32_t c = 0; c < ncodes; c++) {
-        uint8_t tmp[2] = {(uint8_t)c, (uint8_t)(c >> 8)};
+        uint8_t tmp[2] = { (uint8_t)c, (uint8_t)(c >> 8) };
         if (tt_get(t, tmp, 0) == x && !(x == 0 && c != 0)) {
             if (cache_n[t] < 64) {
                 cache_x[t][cache_n[t]] = x;

@@ -2,12 +2,27 @@
 #include "bootstrap/launcher.h"
 #include "zt.h"
 
-static const char *all_vars[] = {
-    "ZINC_RANK", "ZINC_NRANKS", "ZINC_LOCAL_RANK", "ZINC_LOCAL_NRANKS", "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK",
-    "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMIX_RANK", "SLURM_PROCID", "SLURM_NTASKS",
-    "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE"};
+static const char *all_vars[] = { "ZINC_RANK",
+                                  "ZINC_NRANKS",
+                                  "ZINC_LOCAL_RANK",
+                                  "ZINC_LOCAL_NRANKS",
+                                  "OMPI_COMM_WORLD_RANK",
+                                  "OMPI_COMM_WORLD_SIZE",
+                                  "OMPI_COMM_WORLD_LOCAL_RANK",
+                                  "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                  "PMI_RANK",
+                                  "PMI_SIZE",
+                                  "MPI_LOCALRANKID",
+                                  "MPI_LOCALNRANKS",
+                                  "PMIX_RANK",
+                                  "SLURM_PROCID",
+                                  "SLURM_NTASKS",
+                                  "SLURM_LOCALID",
+                                  "SLURM_NTASKS_PER_NODE",
+                                  "RANK",
+                                  "WORLD_SIZE",
+                                  "LOCAL_RANK",
+                                  "LOCAL_WORLD_SIZE" };
 
 static void clear(void)
 {
@@ -32,20 +47,28 @@ static void check(const char *launcher, const char *const *kv, int rank, int siz
 ZT_TEST(launchers)
 {
     int failed = 0;
-    const char *zr[] = {"ZINC_RANK", "3", "ZINC_NRANKS", "8", "ZINC_LOCAL_RANK", "3",
-                        "ZINC_LOCAL_NRANKS", "8", NULL};
+    const char *zr[] = { "ZINC_RANK",         "3", "ZINC_NRANKS", "8", "ZINC_LOCAL_RANK", "3",
+                         "ZINC_LOCAL_NRANKS", "8", NULL };
     check("zinc-run", zr, 3, 8, 3, 8, &failed);
-    const char *ompi[] = {"OMPI_COMM_WORLD_RANK", "5", "OMPI_COMM_WORLD_SIZE", "16",
-                          "OMPI_COMM_WORLD_LOCAL_RANK", "1", "OMPI_COMM_WORLD_LOCAL_SIZE", "4",
-                          NULL};
+    const char *ompi[] = { "OMPI_COMM_WORLD_RANK",
+                           "5",
+                           "OMPI_COMM_WORLD_SIZE",
+                           "16",
+                           "OMPI_COMM_WORLD_LOCAL_RANK",
+                           "1",
+                           "OMPI_COMM_WORLD_LOCAL_SIZE",
+                           "4",
+                           NULL };
     check("openmpi", ompi, 5, 16, 1, 4, &failed);
-    const char *mpich[] = {"PMI_RANK", "2", "PMI_SIZE", "4", "MPI_LOCALRANKID", "0",
-                           "MPI_LOCALNRANKS", "2", NULL};
+    const char *mpich[] = { "PMI_RANK",        "2", "PMI_SIZE", "4", "MPI_LOCALRANKID", "0",
+                            "MPI_LOCALNRANKS", "2", NULL };
     check("mpich", mpich, 2, 4, 0, 2, &failed);
-    const char *slurm[] = {"SLURM_PROCID", "7", "SLURM_NTASKS", "8", "SLURM_LOCALID", "3",
-                           "SLURM_NTASKS_PER_NODE", "4(x2)", NULL};
+    const char *slurm[] = {
+        "SLURM_PROCID", "7", "SLURM_NTASKS", "8", "SLURM_LOCALID", "3", "SLURM_NTASKS_PER_NODE",
+        "4(x2)",        NULL
+    };
     check("slurm", slurm, 7, 8, 3, 4, &failed);
-    const char *torch[] = {"RANK", "1", "WORLD_SIZE", "2", "LOCAL_RANK", "1", NULL};
+    const char *torch[] = { "RANK", "1", "WORLD_SIZE", "2", "LOCAL_RANK", "1", NULL };
     check("torchrun", torch, 1, 2, 1, 2, &failed); /* no LOCAL_WORLD_SIZE: grown to fit */
     ZT_ASSERT(!failed);
     clear();

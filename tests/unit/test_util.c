@@ -216,6 +216,5 @@ ZT_TEST(shm_segments)
     ZT_EQ_INT(zn_shm_attach("/zn-test-never", 100, zn_now_ns() + 50000000ll, NULL, &c), -ETIMEDOUT);
 }
 
-ZT_MAIN(ZT_CASE(params_parse), ZT_CASE(params_sources), ZT_CASE(log_helpers),
-        ZT_CASE(ifname_rules), ZT_CASE(sockaddr_parse), ZT_CASE(sock_loopback),
-        ZT_CASE(shm_segments))
+ZT_MAIN(ZT_CASE(params_parse), ZT_CASE(params_sources), ZT_CASE(log_helpers), ZT_CASE(ifname_rules),
+        ZT_CASE(sockaddr_parse), ZT_CASE(sock_loopback), ZT_CASE(shm_segments))

@@ -18,38 +18,38 @@ static int zt_failed_cur;
 
 #define ZT_TEST(name) static void name(void)
 
-#define ZT_FAIL(...)                                                                               \
-    do {                                                                                           \
-        fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                                      \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fprintf(stderr, "\n");                                                                     \
-        zt_failed_cur = 1;                                                                         \
-        return;                                                                                    \
+#define ZT_FAIL(...)                                          \
+    do {                                                      \
+        fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
+        fprintf(stderr, __VA_ARGS__);                         \
+        fprintf(stderr, "\n");                                \
+        zt_failed_cur = 1;                                    \
+        return;                                               \
     } while (0)
 
-#define ZT_ASSERT(cond)                                                                            \
-    do {                                                                                           \
-        if (!(cond)) ZT_FAIL("%s", #cond);                                                         \
+#define ZT_ASSERT(cond)                    \
+    do {                                   \
+        if (!(cond)) ZT_FAIL("%s", #cond); \
     } while (0)
 
-#define ZT_EQ_INT(a, b)                                                                            \
-    do {                                                                                           \
-        long long zt_a_ = (long long)(a), zt_b_ = (long long)(b);                                  \
-        if (zt_a_ != zt_b_) ZT_FAIL("%s == %s (%lld != %lld)", #a, #b, zt_a_, zt_b_);              \
+#define ZT_EQ_INT(a, b)                                                               \
+    do {                                                                              \
+        long long zt_a_ = (long long)(a), zt_b_ = (long long)(b);                     \
+        if (zt_a_ != zt_b_) ZT_FAIL("%s == %s (%lld != %lld)", #a, #b, zt_a_, zt_b_); \
     } while (0)
 
-#define ZT_EQ_STR(a, b)                                                                            \
-    do {                                                                                           \
-        const char *zt_a_ = (a), *zt_b_ = (b);                                                     \
-        if (!zt_a_ || !zt_b_ || strcmp(zt_a_, zt_b_) != 0)                                         \
-            ZT_FAIL("%s == %s (\"%s\" != \"%s\")", #a, #b, zt_a_ ? zt_a_ : "(null)",               \
-                    zt_b_ ? zt_b_ : "(null)");                                                     \
+#define ZT_EQ_STR(a, b)                                                              \
+    do {                                                                             \
+        const char *zt_a_ = (a), *zt_b_ = (b);                                       \
+        if (!zt_a_ || !zt_b_ || strcmp(zt_a_, zt_b_) != 0)                           \
+            ZT_FAIL("%s == %s (\"%s\" != \"%s\")", #a, #b, zt_a_ ? zt_a_ : "(null)", \
+                    zt_b_ ? zt_b_ : "(null)");                                       \
     } while (0)
 
-#define ZT_OK(call)                                                                                \
-    do {                                                                                           \
-        int zt_r_ = (int)(call);                                                                   \
-        if (zt_r_ != 0) ZT_FAIL("%s returned %d", #call, zt_r_);                                   \
+#define ZT_OK(call)                                              \
+    do {                                                         \
+        int zt_r_ = (int)(call);                                 \
+        if (zt_r_ != 0) ZT_FAIL("%s returned %d", #call, zt_r_); \
     } while (0)
 
 struct zt_case {
@@ -70,12 +70,15 @@ static inline int zt_run(const struct zt_case *cases, int n)
     return failed ? 1 : 0;
 }
 
-#define ZT_CASE(fn) {#fn, fn}
-#define ZT_MAIN(...)                                                                               \
-    int main(void)                                                                                 \
-    {                                                                                              \
-        static const struct zt_case zt_cases_[] = {__VA_ARGS__};                                   \
-        return zt_run(zt_cases_, (int)(sizeof(zt_cases_) / sizeof(zt_cases_[0])));                \
+#define ZT_CASE(fn) \
+    {               \
+#fn, fn     \
+    }
+#define ZT_MAIN(...)                                                               \
+    int main(void)                                                                 \
+    {                                                                              \
+        static const struct zt_case zt_cases_[] = { __VA_ARGS__ };                 \
+        return zt_run(zt_cases_, (int)(sizeof(zt_cases_) / sizeof(zt_cases_[0]))); \
     }
 
 #endif
