@@ -236,6 +236,34 @@ static void test_nonblocking(void)
     NCCLCHECK(ncclCommDestroy(nb));
 }
 
+/* ncclCommInitRankConfig with blocking = 0: returns ncclInProgress (or success), then
+ * ncclCommGetAsyncError moves to ncclSuccess and the communicator works. The unique id travels
+ * through the world communicator, as an application would send it. */
+static void test_nonblocking_init(void)
+{
+    ncclUniqueId id;
+    if (rank == 0) NCCLCHECK(ncclGetUniqueId(&id));
+    NCCLCHECK(ncclBroadcast(&id, &id, sizeof(id), ncclUint8, 0, world, NULL));
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t c = NULL;
+    ncclResult_t r = ncclCommInitRankConfig(&c, nranks, id, rank, &cfg);
+    EXPECT(c != NULL && (r == ncclInProgress || r == ncclSuccess),
+           "non-blocking init returned %d, comm %p", r, (void *)c);
+    ncclResult_t st = ncclInProgress;
+    for (int i = 0; i < 200000 && st == ncclInProgress; i++) {
+        NCCLCHECK(ncclCommGetAsyncError(c, &st));
+        struct timespec ts = { 0, 100000 };
+        if (st == ncclInProgress) nanosleep(&ts, NULL);
+    }
+    EXPECT(st == ncclSuccess, "non-blocking init ended with %d", st);
+    int64_t x = rank, y = 0;
+    NCCLCHECK(ncclAllReduce(&x, &y, 1, ncclInt64, ncclSum, c, NULL));
+    EXPECT(y == (int64_t)nranks * (nranks - 1) / 2, "allreduce on non-blocking comm: %lld",
+           (long long)y);
+    NCCLCHECK(ncclCommDestroy(c));
+}
+
 /* Bad arguments are rejected with a message naming them, and the communicator stays usable. */
 static void test_bad_args(void)
 {
@@ -313,6 +341,7 @@ int main(void)
     test_split();
     test_two_comms();
     test_nonblocking();
+    test_nonblocking_init();
     test_bad_args();
     test_init_all();
 
