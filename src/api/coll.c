@@ -25,9 +25,10 @@ static ncclResult_t fail(ncclResult_t r)
 /* ncclAvg and PreMulSum become a plain sum over pre-scaled inputs (or a sum divided at the end,
  * for integers), so algorithms and transports only know sum, prod, max and min. */
 static ncclResult_t map_op(struct ncclComm *c, const char *fn, ncclRedOp_t op, ncclDataType_t dt,
-                           struct zn_op_desc *out)
+                           struct zn_op_desc *out, const void **scalar_dev)
 {
     memset(out, 0, sizeof(*out));
+    *scalar_dev = NULL;
     switch ((int)op) {
     case ncclSum: out->red = ZN_RED_SUM; return ncclSuccess;
     case ncclProd: out->red = ZN_RED_PROD; return ncclSuccess;
@@ -59,6 +60,8 @@ static ncclResult_t map_op(struct ncclComm *c, const char *fn, ncclRedOp_t op, n
     out->premul = 1;
     if (u->residence == ncclScalarHostImmediate)
         out->scalar[0] = u->value;
+    else if (c->kind == ZN_COMM_CUDA)
+        *scalar_dev = u->ptr; /* device memory: the kernel reads it when it runs */
     else
         memcpy(out->scalar, u->ptr, zn_dtype_size(dt));
     return ncclSuccess;
@@ -137,8 +140,8 @@ static ncclResult_t submit_coll(enum zn_coll coll, const void *sendbuf, void *re
                        count));
     ZN_CHECK(check_buf(d->fn, "recvbuff", needs(d->recv_need, c->rank, root) ? recvbuf : (void *)1,
                        count));
-    struct zn_gop g = { .kind = ZN_GOP_COLL, .comm = c };
-    if (d->reduces) ZN_CHECK(map_op(c, d->fn, op, dt, &g.op));
+    struct zn_gop g = { .kind = ZN_GOP_COLL, .comm = c, .stream = (void *)stream };
+    if (d->reduces) ZN_CHECK(map_op(c, d->fn, op, dt, &g.op, &g.scalar_dev));
     g.a = (struct zn_coll_args){ .coll = coll,
                                  .sendbuf = sendbuf,
                                  .recvbuf = recvbuf,
@@ -226,7 +229,7 @@ static ncclResult_t submit_p2p(enum zn_gop_kind kind, const char *fn, void *buf,
     size_t es = zn_dtype_size(dt);
     if (count > SIZE_MAX / es) return bad_arg(fn, "count", (long long)count);
     ZN_CHECK(check_buf(fn, kind == ZN_GOP_SEND ? "sendbuff" : "recvbuff", buf, count));
-    struct zn_gop g = { .kind = kind, .comm = c };
+    struct zn_gop g = { .kind = kind, .comm = c, .stream = (void *)stream };
     g.a = (struct zn_coll_args){
         .sendbuf = buf, .recvbuf = buf, .count = count, .dtype = dt, .esize = es, .root = peer
     };

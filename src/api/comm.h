@@ -7,8 +7,10 @@
 
 #include "algo/algo.h"
 #include "bootstrap/bootstrap.h"
+#include "exec/cuda_exec.h"
 #include "exec/exec.h"
 #include "transport/conns.h"
+#include "transport/p2p.h"
 #include "transport/peer.h"
 #include "transport/shm_arena.h"
 #include "util/err.h"
@@ -48,6 +50,12 @@ struct ncclComm {
     uint64_t comm_hash;
     int nlocal, nhosts;
 
+    /* cuda communicators */
+    struct zn_p2p *p2p;        /* GPU arenas, when every GPU reaches every other */
+    struct zn_cuda_ctx cuda;   /* the CUDA executor's view */
+    void *host_words;          /* pinned, mapped: [0] abort flag, [1] kernel error */
+    int staged;                /* GPUs that cannot all reach each other: staged path */
+
     atomic_int abort_flag;
     atomic_int busy;      /* API calls currently using the communicator */
     atomic_int async_err; /* ncclResult_t: ncclInProgress while a non-blocking init runs */
@@ -59,6 +67,13 @@ struct ncclComm {
 
     struct zn_user_op *ops;
     int nops;
+
+    /* Management after init (revoke.c, shrink.c, window.c, finalize in lifecycle.c). A revoked
+     * communicator keeps abort_flag set, so collectives and send/recv fail at once, while its
+     * bootstrap watches boot_abort instead and still serves split and shrink. */
+    atomic_int revoked;
+    atomic_int boot_abort;
+    struct zn_window *windows; /* registered by ncclCommWindowRegister */
 };
 
 /* How a new communicator joins: through a root (unique id) or from a parent's allgather. */
@@ -68,6 +83,8 @@ struct zn_join {
     uint64_t magic;
     struct zn_boot_listener listener;
     union zn_sockaddr *addrs;
+    ncclUniqueId *ids; /* ncclCommInitRankScalable with several ids (nids > 1), else NULL */
+    int nids;
 };
 
 /* Allocate a communicator shell (no network yet). */

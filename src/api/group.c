@@ -41,6 +41,7 @@ static void comms_enter(struct zn_gop *ops, int n, int delta)
     }
 }
 
+/* The host communicators' operations of a group, run to completion here. */
 static ncclResult_t run_ops(struct zn_gop *ops, int n)
 {
     if (n <= 0) return ncclSuccess;
@@ -85,6 +86,60 @@ static ncclResult_t run_ops(struct zn_gop *ops, int n)
         free(ptrs);
     }
     return res;
+}
+
+static ncclResult_t run_host_ops(struct zn_gop *ops, int n)
+{
+    int nh = 0;
+    for (int i = 0; i < n; i++) nh += ops[i].comm->kind == ZN_COMM_HOST;
+    if (nh == n) return run_ops(ops, n);
+    if (nh == 0) return ncclSuccess;
+    struct zn_gop *h = malloc((size_t)nh * sizeof(*h));
+    if (!h) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
+    for (int i = 0, k = 0; i < n; i++)
+        if (ops[i].comm->kind == ZN_COMM_HOST) h[k++] = ops[i];
+    ncclResult_t res = run_ops(h, nh);
+    free(h);
+    return res;
+}
+
+/* The cuda communicators' operations: each communicator's share launched on its streams. */
+static ncclResult_t run_cuda_ops(struct zn_gop *ops, int n)
+{
+    struct zn_cuda_op stack[8], *co = NULL;
+    for (int i = 0; i < n; i++) {
+        struct ncclComm *c = ops[i].comm;
+        if (c->kind != ZN_COMM_CUDA) continue;
+        int first = 1;
+        for (int j = 0; j < i && first; j++) first = ops[j].comm != c;
+        if (!first) continue;
+        const char *why = zn_cuda_failure(&c->cuda);
+        if (why) {
+            ncclResult_t r = zn_error(ncclRemoteError, ZN_COLL, "%s", why);
+            zn_comm_set_error(c, r);
+            return r;
+        }
+        int m = 0;
+        for (int j = i; j < n; j++) m += ops[j].comm == c;
+        co = m <= 8 ? stack : malloc((size_t)m * sizeof(*co));
+        if (!co) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
+        for (int j = i, k = 0; j < n; j++) {
+            if (ops[j].comm != c) continue;
+            co[k++] = (struct zn_cuda_op){
+                .kind = ops[j].kind == ZN_GOP_COLL   ? ZN_CUDA_COLL
+                        : ops[j].kind == ZN_GOP_SEND ? ZN_CUDA_SEND
+                                                     : ZN_CUDA_RECV,
+                .a = ops[j].a, .op = ops[j].op, .scalar_dev = ops[j].scalar_dev,
+                .stream = ops[j].stream};
+        }
+        ncclResult_t r = zn_cuda_launch(&c->cuda, co, m);
+        if (co != stack) free(co);
+        if (r != ncclSuccess) {
+            zn_comm_set_error(c, r);
+            return r;
+        }
+    }
+    return ncclSuccess;
 }
 
 /* --- deferred communicator inits ------------------------------------------------------------ */
@@ -138,7 +193,8 @@ static ncclResult_t run_group(struct zn_gop *ops, int n)
                            "communicator %p failed earlier and cannot run operations (%s)",
                            (void *)ops[i].comm, ops[i].comm->last_error);
     }
-    if (res == ncclSuccess) res = run_ops(ops, n);
+    if (res == ncclSuccess) res = run_cuda_ops(ops, n);
+    if (res == ncclSuccess) res = run_host_ops(ops, n);
     if (res != ncclSuccess)
         for (int i = 0; i < n; i++) zn_comm_save_error(ops[i].comm);
     comms_enter(ops, n, -1);

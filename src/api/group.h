@@ -12,7 +12,9 @@ struct zn_gop {
     struct ncclComm *comm;
     struct zn_coll_args a;
     struct zn_op_desc op;
-    struct zn_join join; /* ZN_GOP_INIT */
+    void *stream;           /* cuda communicators */
+    const void *scalar_dev; /* PreMulSum with ncclScalarDevice on a cuda communicator */
+    struct zn_join join;    /* ZN_GOP_INIT */
 };
 
 /* Queue op (copied) in the current group, or run it now when no group is open. */

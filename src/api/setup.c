@@ -4,6 +4,8 @@
  */
 #include "comm.h"
 #include "util/clock.h"
+#include "exec/cuda_stage.h"
+#include "util/cuda.h"
 #include "util/param.h"
 
 #include <stdio.h>
@@ -112,7 +114,7 @@ static int arena_allowed(const struct ncclComm *c)
 {
     const struct zn_params *p = zn_params();
     return c->nhosts == 1 && c->nranks >= 2 && !p->shm_disable &&
-           strcmp(p->transport, "socket") != 0 && c->kind == ZN_COMM_HOST;
+           strcmp(p->transport, "socket") != 0 && (c->kind == ZN_COMM_HOST || c->staged);
 }
 
 static ncclResult_t join(struct ncclComm *c, struct zn_join *j)
@@ -121,10 +123,14 @@ static ncclResult_t join(struct ncclComm *c, struct zn_join *j)
     if (j->from_addrs)
         res = zn_boot_init_addrs(j->magic, c->rank, c->nranks, &j->listener, j->addrs,
                                  &c->abort_flag, &c->boot);
+    else if (j->nids > 1)
+        res = zn_boot_init_scalable(j->ids, j->nids, c->rank, c->nranks, &c->abort_flag, &c->boot);
     else
         res = zn_boot_init(&j->id, c->rank, c->nranks, &c->abort_flag, &c->boot);
     free(j->addrs);
     j->addrs = NULL;
+    free(j->ids);
+    j->ids = NULL;
     return res;
 }
 
@@ -135,6 +141,9 @@ static ncclResult_t exchange_peers(struct ncclComm *c)
     ZN_CHECK(zn_peer_info_local(&c->peers[c->rank]));
     c->peers[c->rank].rank = c->rank;
     c->peers[c->rank].cuda_dev = c->cuda_dev;
+    if (c->kind == ZN_COMM_CUDA)
+        ZN_CHECK(zn_cuda_bus_id(c->cuda_dev, c->peers[c->rank].bus_id,
+                                sizeof(c->peers[c->rank].bus_id)));
     ZN_CHECK(zn_boot_allgather(c->boot, c->peers, sizeof(*c->peers)));
     c->comm_hash = (zn_boot_magic(c->boot) ^ c->peers[0].nonce) * 0x9e3779b97f4a7c15ull;
     c->comm_hash ^= c->comm_hash >> 29;
@@ -176,6 +185,65 @@ static ncclResult_t setup_arena(struct ncclComm *c)
     return ncclSuccess;
 }
 
+/* The host-mapped abort and error words and the executor's view, for both GPU paths. */
+static ncclResult_t setup_cuda_words(struct ncclComm *c)
+{
+    void *dev_words = NULL;
+    ZN_CHECK(zn_cuda_host_alloc(&c->host_words, &dev_words, 64));
+    struct zn_cuda_ctx *x = &c->cuda;
+    memset(x, 0, sizeof(*x));
+    x->dev.abort_flag = (volatile uint32_t *)dev_words;
+    x->dev.error = (uint32_t *)dev_words + 1;
+    x->error_host = (volatile uint32_t *)c->host_words + 1;
+    x->dev.timeout_ns = (uint64_t)zn_timeout_ns();
+    x->dev.rank = c->rank;
+    x->dev.nranks = c->nranks;
+    x->cuda_dev = c->cuda_dev;
+    x->max_ch = ZN_DEV_MAX_CH;
+    x->force_algo = *zn_params()->algo ? zn_params()->algo : NULL;
+    return ncclSuccess;
+}
+
+/* GPUs that all reach each other get arenas in device memory and the GPU kernels; others
+ * stage through host memory with the host algorithms (exec/cuda_stage.h). Every rank judges the pairs it can
+ * see and the verdicts are combined, so the decision is the same everywhere even if some
+ * process cannot see some GPU. */
+static ncclResult_t setup_cuda(struct ncclComm *c)
+{
+    char why[160] = "";
+    const char(*bus)[20] = NULL;
+    char(*ids)[20] = calloc((size_t)c->nranks, sizeof(*ids));
+    int *ok = calloc((size_t)c->nranks, sizeof(int));
+    if (!ids || !ok) {
+        free(ids);
+        free(ok);
+        return zn_error(ncclSystemError, ZN_INIT, "out of memory");
+    }
+    for (int r = 0; r < c->nranks; r++) memcpy(ids[r], c->peers[r].bus_id, 20);
+    bus = (const char(*)[20])ids;
+    ok[c->rank] = zn_p2p_usable(&c->tctx, bus, why, sizeof(why));
+    ncclResult_t res = zn_boot_allgather(c->boot, ok, sizeof(int));
+    int all = 1;
+    for (int r = 0; r < c->nranks && res == ncclSuccess; r++) all &= ok[r];
+    free(ids);
+    free(ok);
+    ZN_CHECK(res);
+    c->staged = !all;
+    if (c->staged) {
+        zn_info(ZN_INIT, "cuda communicator: %s; staging through host memory",
+                *why ? why : "another rank's GPUs cannot reach every peer");
+        return setup_cuda_words(c);
+    }
+    size_t slot = 128 * 1024;
+    ZN_CHECK(zn_p2p_create(&c->tctx, c->cuda_dev, zn_dev_arena_bytes(c->nranks, slot), &c->p2p));
+    ZN_CHECK(setup_cuda_words(c));
+    struct zn_cuda_ctx *x = &c->cuda;
+    for (int r = 0; r < c->nranks; r++) x->dev.arena[r] = c->p2p->peer[r];
+    x->dev.slot_bytes = slot;
+    return ncclSuccess;
+}
+
+
 static void fill_views(struct ncclComm *c)
 {
     const struct zn_params *p = zn_params();
@@ -201,13 +269,19 @@ ncclResult_t zn_comm_setup(struct ncclComm *c, struct zn_join *j)
     int64_t t0 = zn_now_ns();
     zn_log_rank = c->rank;
     ncclResult_t res;
+    /* Setup may run on a thread of its own (non-blocking init, inits in a group): work on
+     * the device the application chose when it called init. */
+    if (c->kind == ZN_COMM_CUDA) ZN_CHECK_GOTO(zn_cuda_set_device(c->cuda_dev), res, fail);
     ZN_CHECK_GOTO(join(c, j), res, fail);
     ZN_CHECK_GOTO(exchange_peers(c), res, fail);
     ZN_CHECK_GOTO(topology(c), res, fail);
     ZN_CHECK_GOTO(zn_conns_create(&c->tctx, &c->conns), res, fail);
+    if (c->kind == ZN_COMM_CUDA) ZN_CHECK_GOTO(setup_cuda(c), res, fail);
     if (arena_allowed(c)) ZN_CHECK_GOTO(setup_arena(c), res, fail);
     ZN_CHECK_GOTO(zn_peer_watch_create(&c->tctx, &c->watch), res, fail);
     fill_views(c);
+    if (c->kind == ZN_COMM_CUDA && c->staged)
+        ZN_CHECK_GOTO(zn_stage_create(&c->cx, c->cuda_dev, &c->cuda.stage), res, fail);
     /* Nobody starts a collective before every rank finished its setup. */
     ZN_CHECK_GOTO(zn_boot_barrier(c->boot), res, fail);
     zn_info(ZN_INIT, "comm %p rank %d/%d %s: %d host(s), %d local rank(s), %s, ready in %.1f ms",
@@ -244,6 +318,7 @@ ncclResult_t zn_comm_setup_async(struct ncclComm *comm, struct zn_join *j)
     job->comm = comm;
     job->join = *j;
     j->addrs = NULL;
+    j->ids = NULL;
     atomic_store(&comm->init_running, 1);
     pthread_t t;
     pthread_attr_t attr;
@@ -254,6 +329,7 @@ ncclResult_t zn_comm_setup_async(struct ncclComm *comm, struct zn_join *j)
     if (err) {
         atomic_store(&comm->init_running, 0);
         free(job->join.addrs);
+        free(job->join.ids);
         free(job);
         return zn_error(ncclSystemError, ZN_INIT, "cannot start an init thread: %s", strerror(err));
     }
@@ -271,6 +347,16 @@ void zn_comm_wait_setup(struct ncclComm *comm)
 void zn_comm_free(struct ncclComm *c)
 {
     if (!c) return;
+    if (c->kind == ZN_COMM_CUDA && c->cuda_dev >= 0) {
+        /* Kernels of this communicator may still run (or spin until the abort flag stops
+         * them): nothing they touch may go before they end. */
+        int cur = zn_cuda_current_device();
+        if (zn_cuda_set_device(c->cuda_dev) == ncclSuccess) zn_cuda_device_sync();
+        zn_cuda_ctx_fini(&c->cuda);
+        zn_p2p_destroy(c->p2p);
+        zn_cuda_host_free(c->host_words);
+        if (cur >= 0) zn_cuda_set_device(cur);
+    }
     zn_peer_watch_destroy(c->watch);
     zn_arena_destroy(c->arena);
     zn_conns_destroy(c->conns);
@@ -289,12 +375,19 @@ ncclResult_t zn_comm_pick_kind(enum zn_comm_kind *kind, int *dev)
     const char *want = zn_params()->device;
     *dev = -1;
     *kind = ZN_COMM_HOST;
-    if (!strcmp(want, "cuda"))
-        return zn_error(ncclInvalidUsage, ZN_INIT,
-                        "ZINC_DEVICE=cuda: cuda communicators are not implemented in this build "
-                        "yet (see the README feature table); use ZINC_DEVICE=host");
-    if (strcmp(want, "auto") && strcmp(want, "host"))
+    if (strcmp(want, "auto") && strcmp(want, "host") && strcmp(want, "cuda"))
         return zn_error(ncclInvalidArgument, ZN_INIT,
                         "ZINC_DEVICE=%s is not one of auto, host, cuda", want);
+    if (!strcmp(want, "host")) return ncclSuccess;
+    int d = zn_cuda_available() ? zn_cuda_current_device() : -1;
+    if (d < 0) {
+        if (!strcmp(want, "cuda"))
+            return zn_error(ncclInvalidUsage, ZN_INIT,
+                            "ZINC_DEVICE=cuda but this process has no usable CUDA device%s",
+                            ZINC_HAVE_CUDA ? "" : " (zinc was built without CUDA)");
+        return ncclSuccess;
+    }
+    *kind = ZN_COMM_CUDA;
+    *dev = d;
     return ncclSuccess;
 }

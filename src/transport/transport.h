@@ -38,6 +38,8 @@ struct zn_peer_info {
     int32_t cuda_dev;   /* -1 for host communicators */
     int32_t pad;
     char hostname[ZN_HOSTNAME_MAX];
+    char bus_id[20]; /* PCI bus id of the rank's GPU ("" for host communicators) */
+    uint32_t pad2;
 };
 
 /* The narrow context a transport gets. */

@@ -4,7 +4,7 @@
 # below it, never above.
 set -euo pipefail
 src=$1
-order=(util bootstrap transport proxy algo exec device api)
+order=(util bootstrap transport proxy algo device exec api)
 level() { local i; for i in "${!order[@]}"; do [ "${order[$i]}" = "$1" ] && { echo "$i"; return; }; done; echo -1; }
 bad=0
 for f in $(cd "$src" && ls */*.[ch] */*.cu */*.cuh 2>/dev/null); do

@@ -1,0 +1,332 @@
+/*
+ * Collective kernels for GPUs that can all reach each other (NVLink or PCIe peer access).
+ *
+ * One kernel per call, one thread block per channel. The call's vector is cut into nch
+ * contiguous ranges (one per channel) and each range into windows no larger than a FIFO slot
+ * (fifo.cuh). Every collective is a pattern of pushes into peers' FIFOs followed by consuming
+ * one's own FIFOs:
+ *
+ *   allreduce one-shot   push the window to every peer; reduce all n windows in rank order
+ *   allreduce two-shot   push piece j to rank j; rank j reduces piece j and pushes the result to
+ *                        everyone; everyone copies the results out (reduce-scatter + allgather)
+ *   reducescatter        push block j to rank j; reduce n contributions
+ *   allgather, alltoall  push (block j) to rank j; copy out what arrives
+ *   broadcast, scatter   the root pushes; the others copy out
+ *   reduce, gather       everyone pushes to the root; the root reduces / copies out
+ *
+ * Each output element is computed on exactly one rank (two-shot, reducescatter, reduce) or on
+ * every rank from the same operands in rank order (one-shot), so all ranks get the same bits.
+ */
+#include "dev_abi.h"
+#include "elem.cuh"
+#include "fifo.cuh"
+
+#include <cuda_runtime.h>
+
+namespace zn {
+
+struct Range {
+    uint64_t lo, hi;
+};
+
+/* Channel ch's share of n elements, in multiples of 16 elements so that windows keep
+ * vector alignment where the buffers have it. */
+__device__ Range channel_range(uint64_t n, int nch, int ch)
+{
+    uint64_t per = (n + nch - 1) / nch;
+    per = (per + 15) / 16 * 16;
+    uint64_t lo = per * ch, hi = lo + per;
+    if (lo > n) lo = n;
+    if (hi > n) hi = n;
+    return {lo, hi};
+}
+
+/* Piece j of a window of w elements split n ways (as the host's shm_rsag). */
+__device__ void piece(uint64_t w, int n, int j, uint64_t *start, uint64_t *len)
+{
+    uint64_t pl = (w + n - 1) / n;
+    uint64_t s = pl * j;
+    *start = s < w ? s : w;
+    *len = s < w ? (w - s < pl ? w - s : pl) : 0;
+}
+
+/* Block-wide: out[i] = srcs[0][i] op srcs[1][i] ... in order; srcs[scale_idx] is this rank's
+ * own input, multiplied by scalar first for PreMulSum; post_div divides integer sums (avg).
+ * Peer sources are arena slots and are read through L2. */
+template <typename T>
+__device__ void reduce_n(T *out, const T *const *srcs, int n, uint64_t cnt, int op, int self,
+                         int premul, T scalar, int post_div)
+{
+    for (uint64_t i = threadIdx.x; i < cnt; i += blockDim.x) {
+        T acc = self == 0 ? srcs[0][i] : ldcg(srcs[0] + i);
+        if (self == 0 && premul) acc = Ops<T>::mul(acc, scalar);
+        for (int k = 1; k < n; k++) {
+            T v = self == k ? srcs[k][i] : ldcg(srcs[k] + i);
+            if (self == k && premul) v = Ops<T>::mul(v, scalar);
+            acc = Ops<T>::red(acc, v, op);
+        }
+        if (post_div) acc = Ops<T>::div_int(acc, post_div);
+        out[i] = acc;
+    }
+}
+
+struct Ctx {
+    const zn_dev_coll_args *a;
+    Chan *s;
+    int me, n;
+};
+
+template <typename T> __device__ T scalar_of(const zn_dev_coll_args &a)
+{
+    T v;
+    if (a.scalar_dev)
+        memcpy(&v, a.scalar_dev, sizeof(T));
+    else
+        memcpy(&v, &a.scalar, sizeof(T));
+    return v;
+}
+
+template <typename T> __device__ void allreduce_oneshot(Chan &s, const zn_dev_coll_args &a)
+{
+    int me = s.me, n = s.n;
+    const T *in = (const T *)a.sendbuf;
+    T *out = (T *)a.recvbuf;
+    T sc = scalar_of<T>(a);
+    uint64_t W = a.comm.slot_bytes / sizeof(T);
+    Range r = channel_range(a.count, a.nch, s.ch);
+    __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
+    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
+        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+        for (int k = 1; k < n; k++)
+            if (!push<T>(s, (me + k) % n, in + w0, wl, a.premul, sc)) return;
+        for (int j = 0; j < n; j++) {
+            const T *p = j == me ? in + w0 : consume<T>(s, j);
+            if (!p) return;
+            if (threadIdx.x == 0) srcs[j] = p;
+        }
+        __syncthreads();
+        reduce_n<T>(out + w0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
+        for (int j = 0; j < n; j++)
+            if (j != me) release(s, j);
+    }
+}
+
+template <typename T> __device__ void allreduce_twoshot(Chan &s, const zn_dev_coll_args &a)
+{
+    int me = s.me, n = s.n;
+    const T *in = (const T *)a.sendbuf;
+    T *out = (T *)a.recvbuf;
+    T sc = scalar_of<T>(a);
+    uint64_t W = a.comm.slot_bytes / sizeof(T) * n;
+    Range r = channel_range(a.count, a.nch, s.ch);
+    __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
+    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
+        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W, ps, pl, mps, mpl;
+        /* reduce-scatter: piece d to rank d */
+        for (int k = 1; k < n; k++) {
+            int d = (me + k) % n;
+            piece(wl, n, d, &ps, &pl);
+            if (!push<T>(s, d, in + w0 + ps, pl, a.premul, sc)) return;
+        }
+        piece(wl, n, me, &mps, &mpl);
+        for (int j = 0; j < n; j++) {
+            const T *p = j == me ? in + w0 + mps : consume<T>(s, j);
+            if (!p) return;
+            if (threadIdx.x == 0) srcs[j] = p;
+        }
+        __syncthreads();
+        reduce_n<T>(out + w0 + mps, srcs, n, mpl, a.op, me, a.premul, sc, a.post_div);
+        for (int j = 0; j < n; j++)
+            if (j != me) release(s, j);
+        /* allgather of the reduced pieces */
+        __threadfence();
+        __syncthreads();
+        for (int k = 1; k < n; k++)
+            if (!push<T>(s, (me + k) % n, out + w0 + mps, mpl)) return;
+        for (int k = 1; k < n; k++) {
+            int j = (me + n - k) % n;
+            const T *p = consume<T>(s, j);
+            if (!p) return;
+            piece(wl, n, j, &ps, &pl);
+            copy_bytes((uint8_t *)(out + w0 + ps), (const uint8_t *)p, pl * sizeof(T));
+            release(s, j);
+        }
+    }
+}
+
+template <typename T> __device__ void reducescatter(Chan &s, const zn_dev_coll_args &a)
+{
+    int me = s.me, n = s.n;
+    const T *in = (const T *)a.sendbuf;
+    T *out = (T *)a.recvbuf;
+    T sc = scalar_of<T>(a);
+    uint64_t W = a.comm.slot_bytes / sizeof(T);
+    Range r = channel_range(a.count, a.nch, s.ch);
+    __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
+    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
+        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+        for (int k = 1; k < n; k++) {
+            int d = (me + k) % n;
+            if (!push<T>(s, d, in + d * a.count + w0, wl, a.premul, sc)) return;
+        }
+        for (int j = 0; j < n; j++) {
+            const T *p = j == me ? in + me * a.count + w0 : consume<T>(s, j);
+            if (!p) return;
+            if (threadIdx.x == 0) srcs[j] = p;
+        }
+        __syncthreads();
+        reduce_n<T>(out + w0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
+        for (int j = 0; j < n; j++)
+            if (j != me) release(s, j);
+    }
+}
+
+template <typename T> __device__ void reduce_root(Chan &s, const zn_dev_coll_args &a)
+{
+    int me = s.me, n = s.n, root = a.root;
+    const T *in = (const T *)a.sendbuf;
+    T *out = (T *)a.recvbuf;
+    T sc = scalar_of<T>(a);
+    uint64_t W = a.comm.slot_bytes / sizeof(T);
+    Range r = channel_range(a.count, a.nch, s.ch);
+    __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
+    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
+        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+        if (me != root) {
+            if (!push<T>(s, root, in + w0, wl, a.premul, sc)) return;
+            continue;
+        }
+        for (int j = 0; j < n; j++) {
+            const T *p = j == me ? in + w0 : consume<T>(s, j);
+            if (!p) return;
+            if (threadIdx.x == 0) srcs[j] = p;
+        }
+        __syncthreads();
+        reduce_n<T>(out + w0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
+        for (int j = 0; j < n; j++)
+            if (j != me) release(s, j);
+    }
+}
+
+/* The byte-moving collectives (launched with T = uint8_t, count in bytes per block). */
+__device__ void move(Chan &s, const zn_dev_coll_args &a)
+{
+    int me = s.me, n = s.n, root = a.root;
+    const uint8_t *in = (const uint8_t *)a.sendbuf;
+    uint8_t *out = (uint8_t *)a.recvbuf;
+    uint64_t W = a.comm.slot_bytes, cnt = a.count;
+    Range r = channel_range(cnt, a.nch, s.ch);
+    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
+        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+        switch (a.coll) {
+        case ZN_DEV_BROADCAST:
+            if (me == root) {
+                for (int k = 1; k < n; k++)
+                    if (!push<uint8_t>(s, (me + k) % n, in + w0, wl)) return;
+                if (out != in) copy_bytes(out + w0, in + w0, wl);
+            } else {
+                const uint8_t *p = consume<uint8_t>(s, root);
+                if (!p) return;
+                copy_bytes(out + w0, p, wl);
+                release(s, root);
+            }
+            break;
+        case ZN_DEV_SCATTER:
+            if (me == root) {
+                for (int k = 1; k < n; k++) {
+                    int d = (me + k) % n;
+                    if (!push<uint8_t>(s, d, in + d * cnt + w0, wl)) return;
+                }
+                if (out != in + me * cnt) copy_bytes(out + w0, in + me * cnt + w0, wl);
+            } else {
+                const uint8_t *p = consume<uint8_t>(s, root);
+                if (!p) return;
+                copy_bytes(out + w0, p, wl);
+                release(s, root);
+            }
+            break;
+        case ZN_DEV_GATHER:
+            if (me != root) {
+                if (!push<uint8_t>(s, root, in + w0, wl)) return;
+            } else {
+                if (in != out + me * cnt) copy_bytes(out + me * cnt + w0, in + w0, wl);
+                for (int k = 1; k < n; k++) {
+                    int j = (me + k) % n;
+                    const uint8_t *p = consume<uint8_t>(s, j);
+                    if (!p) return;
+                    copy_bytes(out + j * cnt + w0, p, wl);
+                    release(s, j);
+                }
+            }
+            break;
+        default: { /* allgather, alltoall */
+            int a2a = a.coll == ZN_DEV_ALLTOALL;
+            for (int k = 1; k < n; k++) {
+                int d = (me + k) % n;
+                if (!push<uint8_t>(s, d, in + (a2a ? d * cnt : 0) + w0, wl)) return;
+            }
+            const uint8_t *own = in + (a2a ? me * cnt : 0) + w0;
+            if (own != out + me * cnt + w0) copy_bytes(out + me * cnt + w0, own, wl);
+            for (int k = 1; k < n; k++) {
+                int j = (me + n - k) % n;
+                const uint8_t *p = consume<uint8_t>(s, j);
+                if (!p) return;
+                copy_bytes(out + j * cnt + w0, p, wl);
+                release(s, j);
+            }
+            break;
+        }
+        }
+    }
+}
+
+template <typename T> __global__ void __launch_bounds__(ZN_DEV_THREADS) coll_kernel(zn_dev_coll_args a)
+{
+    __shared__ Chan s;
+    chan_open(s, &a.comm);
+    switch (a.coll) {
+    case ZN_DEV_ALLREDUCE:
+        if (a.algo == ZN_DEV_TWOSHOT)
+            allreduce_twoshot<T>(s, a);
+        else
+            allreduce_oneshot<T>(s, a);
+        break;
+    case ZN_DEV_REDUCESCATTER: reducescatter<T>(s, a); break;
+    case ZN_DEV_REDUCE: reduce_root<T>(s, a); break;
+    default: move(s, a); break;
+    }
+    /* After a failed wait the counters are out of step with the peers: the communicator is
+     * broken, and the error word says so; writing them back changes nothing. */
+    chan_close(s);
+}
+
+} // namespace zn
+
+using namespace zn;
+
+extern "C" int zn_dev_launch_coll(const struct zn_dev_coll_args *a, void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    dim3 grid(a->nch), block(ZN_DEV_THREADS);
+    switch (a->dtype) {
+    case 0: coll_kernel<int8_t><<<grid, block, 0, st>>>(*a); break;
+    case 1: coll_kernel<uint8_t><<<grid, block, 0, st>>>(*a); break;
+    case 2: coll_kernel<int32_t><<<grid, block, 0, st>>>(*a); break;
+    case 3: coll_kernel<uint32_t><<<grid, block, 0, st>>>(*a); break;
+    case 4: coll_kernel<int64_t><<<grid, block, 0, st>>>(*a); break;
+    case 5: coll_kernel<uint64_t><<<grid, block, 0, st>>>(*a); break;
+    case 6: coll_kernel<half_t><<<grid, block, 0, st>>>(*a); break;
+    case 7: coll_kernel<float><<<grid, block, 0, st>>>(*a); break;
+    case 8: coll_kernel<double><<<grid, block, 0, st>>>(*a); break;
+    case 9: coll_kernel<bf16_t><<<grid, block, 0, st>>>(*a); break;
+    case 10: coll_kernel<e4m3_t><<<grid, block, 0, st>>>(*a); break;
+    case 11: coll_kernel<e5m2_t><<<grid, block, 0, st>>>(*a); break;
+    default: return (int)cudaErrorInvalidValue;
+    }
+    return (int)cudaGetLastError();
+}
+
+extern "C" const char *zn_dev_error_string(int err)
+{
+    return cudaGetErrorString((cudaError_t)err);
+}

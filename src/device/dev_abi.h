@@ -1,0 +1,164 @@
+/*
+ * The boundary between the host code and the CUDA kernels: plain C structs and layout
+ * arithmetic, shared by C and CUDA C++ (STYLE.md: one header, static size asserts).
+ *
+ * GPU arena. Every rank of a cuda communicator whose GPUs can all reach each other owns one
+ * arena in its device memory, mapped into every peer (p2p transport). Between each ordered
+ * pair of ranks (src -> dst) and each channel (one thread block of a kernel) there is a FIFO of
+ * ZN_DEV_NBUF slots that lives in dst's arena; src pushes into it, dst consumes from it:
+ *
+ *   arena of rank d:
+ *   +--------------------------------------------------------------+ 0
+ *   | ready[src][ch]  u64  written by src: slots it has filled      |
+ *   | ack[dst][ch]    u64  written by dst: slots of ours it drained |
+ *   | sent[dst][ch]   u64  own: slots pushed to dst (next position) |
+ *   | recvd[src][ch]  u64  own: slots consumed from src             |
+ *   +--------------------------------------------------------------+ ZN_DEV_DATA_OFF
+ *   | slot[src][ch][buf]  slot_bytes each                           |
+ *   +--------------------------------------------------------------+
+ *
+ * Positions are counters kept in device memory, read by each kernel at its start and written
+ * back at its end, so a graph replay continues where the last launch stopped: nothing in a
+ * captured kernel's arguments goes stale. Every rank launches the same kernels with the same
+ * channel counts, so the counters of a pair agree.
+ */
+#ifndef ZN_DEVICE_DEV_ABI_H
+#define ZN_DEVICE_DEV_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZN_DEV_MAX_RANKS  8  /* GPUs of one host on the p2p path */
+#define ZN_DEV_MAX_CH     32 /* channels: thread blocks of a kernel */
+#define ZN_DEV_NBUF       2  /* slots per FIFO */
+#define ZN_DEV_THREADS    512
+#define ZN_DEV_MAX_P2P    64 /* send/recv operations fused into one launch */
+#define ZN_DEV_ABI_VERSION 1
+
+#define ZN_DEV_CTRL_WORDS (4 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_READY_OFF  0
+#define ZN_DEV_ACK_OFF    (ZN_DEV_READY_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_SENT_OFF   (ZN_DEV_ACK_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_RECVD_OFF  (ZN_DEV_SENT_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_DATA_OFF   65536 /* control area, padded */
+
+/* Usable from host C and from CUDA device code. */
+#ifdef __CUDACC__
+#define ZN_DEV_HD __host__ __device__
+#else
+#define ZN_DEV_HD
+#endif
+
+#ifdef __cplusplus
+static_assert(8 * ZN_DEV_CTRL_WORDS <= ZN_DEV_DATA_OFF, "control area fits its page");
+#else
+_Static_assert(8 * ZN_DEV_CTRL_WORDS <= ZN_DEV_DATA_OFF, "control area fits its page");
+#endif
+
+/* Arena bytes for a communicator of nranks ranks and this slot size. */
+ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nranks, size_t slot_bytes)
+{
+    return ZN_DEV_DATA_OFF + (size_t)nranks * ZN_DEV_MAX_CH * ZN_DEV_NBUF * slot_bytes;
+}
+
+/* Offset of slot (src, ch, buf) in an arena. */
+ZN_DEV_HD static inline size_t zn_dev_slot_off(int src, int ch, int buf, size_t slot_bytes)
+{
+    return ZN_DEV_DATA_OFF + (((size_t)src * ZN_DEV_MAX_CH + (size_t)ch) * ZN_DEV_NBUF + (size_t)buf) * slot_bytes;
+}
+
+enum zn_dev_coll {
+    ZN_DEV_ALLREDUCE = 0,
+    ZN_DEV_BROADCAST,
+    ZN_DEV_REDUCE,
+    ZN_DEV_ALLGATHER,
+    ZN_DEV_REDUCESCATTER,
+    ZN_DEV_ALLTOALL,
+    ZN_DEV_GATHER,
+    ZN_DEV_SCATTER,
+};
+
+enum zn_dev_algo { ZN_DEV_ONESHOT = 0, ZN_DEV_TWOSHOT = 1 };
+
+/* What every kernel of a communicator needs to find its peers and report trouble. */
+struct zn_dev_comm {
+    uint8_t *arena[ZN_DEV_MAX_RANKS]; /* each rank's arena, as mapped on this device */
+    volatile uint32_t *abort_flag;    /* host-mapped: set by ncclCommAbort */
+    uint32_t *error;                  /* host-mapped: a kernel that gives up writes its reason */
+    uint64_t slot_bytes;
+    uint64_t timeout_ns; /* a wait without progress longer than this fails */
+    int32_t rank, nranks;
+};
+
+/* Kernel error codes written to *error (first one wins). */
+enum zn_dev_error { ZN_DEV_OK = 0, ZN_DEV_TIMEOUT = 1, ZN_DEV_ABORTED = 2 };
+
+/* One collective call. */
+struct zn_dev_coll_args {
+    struct zn_dev_comm comm;
+    const void *sendbuf;
+    void *recvbuf;
+    uint64_t count;  /* NCCL's count (per-block count for blocked collectives) */
+    uint64_t scalar; /* premul: one element of dtype */
+    const void *scalar_dev; /* premul with ncclScalarDevice: read from here instead */
+    int32_t coll;    /* enum zn_dev_coll */
+    int32_t algo;    /* enum zn_dev_algo (allreduce) */
+    int32_t dtype;   /* ncclDataType_t; byte-moving collectives are launched as uint8 */
+    int32_t op;      /* enum zn_red */
+    int32_t root;
+    int32_t nch;
+    int32_t premul;
+    int32_t post_div;
+};
+
+/* A fused group of sends and receives of one communicator. Operations with the same peer
+ * and direction are matched in order on both sides. */
+struct zn_dev_p2p_op {
+    void *buf;
+    uint64_t bytes;
+    int32_t peer;
+    int32_t is_send;
+};
+
+struct zn_dev_p2p_args {
+    struct zn_dev_comm comm;
+    int32_t nops;
+    int32_t nch;
+    struct zn_dev_p2p_op ops[ZN_DEV_MAX_P2P];
+};
+
+/* Staged path (GPUs that cannot reach each other, or ZINC_P2P_DISABLE=1): the stream copies
+ * the input to pinned host memory, a one-thread kernel rings this doorbell (which operation,
+ * in order), the communicator's proxy thread runs the operation on host memory and bumps
+ * done, and a one-thread kernel holds the stream until then. The GPU-side signal count lives
+ * in device memory, so captured graphs replay correctly. */
+#define ZN_DEV_RING 4096
+struct zn_dev_doorbell {
+    volatile uint64_t go;   /* signals so far (GPU writes) */
+    volatile uint64_t done; /* operations finished (proxy writes) */
+    volatile uint64_t ring[ZN_DEV_RING]; /* the descriptor of signal k at k % ZN_DEV_RING */
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct zn_dev_p2p_args) < 4000, "fits the kernel parameter space");
+extern "C" {
+#else
+_Static_assert(sizeof(struct zn_dev_p2p_args) < 4000, "fits the kernel parameter space");
+#endif
+
+/* Launch on stream (cudaStream_t passed as void *). Return 0 or a CUDA error code. */
+int zn_dev_launch_coll(const struct zn_dev_coll_args *a, void *stream);
+int zn_dev_launch_p2p(const struct zn_dev_p2p_args *a, void *stream);
+/* Staged path: ring the doorbell with descriptor id, then wait for the proxy. bell is the
+ * device view of the pinned doorbell, seq a device-memory counter of the communicator. */
+int zn_dev_launch_signal(struct zn_dev_doorbell *bell, uint64_t *seq, uint64_t id, void *stream);
+int zn_dev_launch_wait(struct zn_dev_doorbell *bell, const uint64_t *seq,
+                       const struct zn_dev_comm *comm, void *stream);
+/* The last launch error's text. */
+const char *zn_dev_error_string(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,201 @@
+/*
+ * Per-channel FIFOs between GPUs (layout in dev_abi.h), used by one thread block.
+ *
+ * push(dst): wait until dst drained the slot we are about to reuse (its ack), copy the data
+ * into dst's arena over NVLink, make it visible system-wide, then bump dst's ready counter.
+ * consume(src): wait for src's ready counter, read the slot (bypassing L1), then release() it
+ * by bumping src's ack counter. Thread 0 does the waiting; every wait is bounded by the
+ * communicator's timeout and watches the host's abort flag, so a dead peer ends the kernel
+ * with an error word instead of hanging the GPU.
+ */
+#ifndef ZN_DEVICE_FIFO_CUH
+#define ZN_DEVICE_FIFO_CUH
+
+#include "dev_abi.h"
+#include "elem.cuh"
+
+namespace zn {
+
+__device__ __forceinline__ uint64_t globaltimer()
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+struct Chan {
+    const zn_dev_comm *c;
+    int ch, me, n;
+    uint64_t sent[ZN_DEV_MAX_RANKS];
+    uint64_t recvd[ZN_DEV_MAX_RANKS];
+    int fail;
+    int flag; /* scratch for broadcasting a try-result to the block */
+};
+
+__device__ __forceinline__ volatile uint64_t *ctrl(uint8_t *arena, size_t off, int peer, int ch)
+{
+    return (volatile uint64_t *)(arena + off) + (size_t)peer * ZN_DEV_MAX_CH + ch;
+}
+
+__device__ __forceinline__ uint8_t *slot(const Chan &s, int owner, int src, uint64_t pos)
+{
+    return s.c->arena[owner] +
+           zn_dev_slot_off(src, s.ch, (int)(pos % ZN_DEV_NBUF), s.c->slot_bytes);
+}
+
+/* Thread 0 only: spin until *p >= v. Returns 0 on timeout / abort (error word written). */
+static __device__ int wait_geq(const Chan &s, volatile uint64_t *p, uint64_t v)
+{
+    if (*p >= v) return 1;
+    uint64_t t0 = globaltimer();
+    for (unsigned i = 1;; i++) {
+        if (*p >= v) return 1;
+        if ((i & 1023) == 0) {
+            int code = 0;
+            if (*s.c->abort_flag) code = ZN_DEV_ABORTED;
+            else if (globaltimer() - t0 > s.c->timeout_ns) code = ZN_DEV_TIMEOUT;
+            if (code) {
+                volatile uint32_t *e = s.c->error;
+                if (*e == 0) *e = (uint32_t)code;
+                __threadfence_system();
+                return 0;
+            }
+        }
+    }
+}
+
+/* Block-wide: load this channel's counters. */
+static __device__ void chan_open(Chan &s, const zn_dev_comm *c)
+{
+    if (threadIdx.x == 0) {
+        s.c = c;
+        s.ch = blockIdx.x;
+        s.me = c->rank;
+        s.n = c->nranks;
+        s.fail = 0;
+        for (int p = 0; p < c->nranks; p++) {
+            s.sent[p] = *ctrl(c->arena[c->rank], ZN_DEV_SENT_OFF, p, blockIdx.x);
+            s.recvd[p] = *ctrl(c->arena[c->rank], ZN_DEV_RECVD_OFF, p, blockIdx.x);
+        }
+    }
+    __syncthreads();
+}
+
+static __device__ void chan_close(Chan &s)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int p = 0; p < s.n; p++) {
+            *ctrl(s.c->arena[s.me], ZN_DEV_SENT_OFF, p, s.ch) = s.sent[p];
+            *ctrl(s.c->arena[s.me], ZN_DEV_RECVD_OFF, p, s.ch) = s.recvd[p];
+        }
+    }
+}
+
+/* Block-wide byte copy, 16-byte vectors when both ends allow it. src may be an arena slot
+ * (read through L2). */
+static __device__ void copy_bytes(uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+    uint64_t i0 = 0;
+    if (((uintptr_t)dst & 15) == 0 && ((uintptr_t)src & 15) == 0) {
+        uint64_t nv = n / 16;
+        const uint4 *s4 = (const uint4 *)src;
+        uint4 *d4 = (uint4 *)dst;
+        uint64_t i = threadIdx.x;
+        for (; i + 3 * blockDim.x < nv; i += 4 * blockDim.x) {
+            uint4 a = __ldcg(s4 + i), b = __ldcg(s4 + i + blockDim.x);
+            uint4 c = __ldcg(s4 + i + 2 * blockDim.x), d = __ldcg(s4 + i + 3 * blockDim.x);
+            d4[i] = a;
+            d4[i + blockDim.x] = b;
+            d4[i + 2 * blockDim.x] = c;
+            d4[i + 3 * blockDim.x] = d;
+        }
+        for (; i < nv; i += blockDim.x) d4[i] = __ldcg(s4 + i);
+        i0 = nv * 16;
+    }
+    for (uint64_t i = i0 + threadIdx.x; i < n; i += blockDim.x) dst[i] = __ldcg(src + i);
+}
+
+/* Block-wide: dst[i] = src[i] * scalar (PreMulSum's local step on the way out). */
+template <typename T>
+__device__ void copy_scaled(T *dst, const T *src, uint64_t n, int premul, T scalar)
+{
+    if (!premul) {
+        copy_bytes((uint8_t *)dst, (const uint8_t *)src, n * sizeof(T));
+        return;
+    }
+    for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = Ops<T>::mul(src[i], scalar);
+}
+
+/* Block-wide push of n elements to dst's FIFO. Returns 0 if the wait failed. */
+template <typename T>
+__device__ int push(Chan &s, int dst, const T *src, uint64_t n, int premul = 0, T scalar = T())
+{
+    uint64_t pos = s.sent[dst];
+    if (threadIdx.x == 0 && pos >= ZN_DEV_NBUF)
+        s.fail = !wait_geq(s, ctrl(s.c->arena[s.me], ZN_DEV_ACK_OFF, dst, s.ch),
+                           pos + 1 - ZN_DEV_NBUF);
+    __syncthreads();
+    if (s.fail) return 0;
+    copy_scaled<T>((T *)slot(s, dst, s.me, pos), src, n, premul, scalar);
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        *ctrl(s.c->arena[dst], ZN_DEV_READY_OFF, s.me, s.ch) = pos + 1;
+        s.sent[dst] = pos + 1;
+    }
+    __syncthreads(); /* every thread sees the new position before the next push */
+    return 1;
+}
+
+/* Block-wide: wait for src's next slot; returns it (NULL if the wait failed). */
+template <typename T> __device__ const T *consume(Chan &s, int src)
+{
+    uint64_t pos = s.recvd[src];
+    if (threadIdx.x == 0) {
+        s.fail = !wait_geq(s, ctrl(s.c->arena[s.me], ZN_DEV_READY_OFF, src, s.ch), pos + 1);
+        __threadfence(); /* acquire: the slot's bytes are read after the flag */
+    }
+    __syncthreads();
+    if (s.fail) return nullptr;
+    return (const T *)slot(s, s.me, src, pos);
+}
+
+/* Block-wide: the slot of src read last is free again. */
+static __device__ void release(Chan &s, int src)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint64_t pos = s.recvd[src] + 1;
+        *ctrl(s.c->arena[src], ZN_DEV_ACK_OFF, s.me, s.ch) = pos;
+        s.recvd[src] = pos;
+    }
+    __syncthreads();
+}
+
+/* Non-blocking tests for the send/recv engine (thread 0 looks, the block learns). */
+static __device__ int can_push(Chan &s, int dst)
+{
+    uint64_t pos = s.sent[dst];
+    if (threadIdx.x == 0)
+        s.flag = pos < ZN_DEV_NBUF ||
+                 *ctrl(s.c->arena[s.me], ZN_DEV_ACK_OFF, dst, s.ch) >= pos + 1 - ZN_DEV_NBUF;
+    __syncthreads();
+    int r = s.flag;
+    __syncthreads();
+    return r;
+}
+
+static __device__ int can_consume(Chan &s, int src)
+{
+    if (threadIdx.x == 0)
+        s.flag = *ctrl(s.c->arena[s.me], ZN_DEV_READY_OFF, src, s.ch) >= s.recvd[src] + 1;
+    __syncthreads();
+    int r = s.flag;
+    __syncthreads();
+    return r;
+}
+
+} // namespace zn
+
+#endif

@@ -1,0 +1,96 @@
+/*
+ * Send/receive kernel: all sends and receives of one group of one communicator in a single
+ * launch, so that they progress together (a group of a send to A and a receive from A must not
+ * depend on the order the two ranks listed them in).
+ *
+ * Every operation is cut into nch contiguous slices, slice ch handled by block ch, which walks
+ * its operations round-robin and moves whichever can move: a send window when the peer has
+ * drained the slot, a receive window when the peer has filled one. Operations with the same
+ * peer and direction go in call order (they share the FIFO), which is how NCCL matches them.
+ */
+#include "dev_abi.h"
+#include "fifo.cuh"
+
+#include <cuda_runtime.h>
+
+namespace zn {
+
+__global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(zn_dev_p2p_args a)
+{
+    __shared__ Chan s;
+    __shared__ uint64_t done[ZN_DEV_MAX_P2P];
+    __shared__ int idle;
+    chan_open(s, &a.comm);
+    if (threadIdx.x < ZN_DEV_MAX_P2P) done[threadIdx.x] = 0;
+    __syncthreads();
+    const uint64_t W = a.comm.slot_bytes;
+    uint64_t t0 = globaltimer();
+    for (;;) {
+        int remaining = 0, moved = 0;
+        for (int k = 0; k < a.nops; k++) {
+            const zn_dev_p2p_op &op = a.ops[k];
+            uint64_t per = (op.bytes + a.nch - 1) / a.nch;
+            per = (per + 15) / 16 * 16;
+            uint64_t lo = per * s.ch, hi = lo + per;
+            if (lo > op.bytes) lo = op.bytes;
+            if (hi > op.bytes) hi = op.bytes;
+            if (lo + done[k] >= hi) continue;
+            remaining++;
+            /* An earlier unfinished operation on the same FIFO goes first. */
+            int blocked = 0;
+            for (int e = 0; e < k && !blocked; e++) {
+                const zn_dev_p2p_op &o = a.ops[e];
+                if (o.peer != op.peer || o.is_send != op.is_send) continue;
+                uint64_t pe = (o.bytes + a.nch - 1) / a.nch;
+                pe = (pe + 15) / 16 * 16;
+                uint64_t l = pe * s.ch, h = l + pe;
+                if (l > o.bytes) l = o.bytes;
+                if (h > o.bytes) h = o.bytes;
+                blocked = l + done[e] < h;
+            }
+            if (blocked) continue;
+            uint64_t off = lo + done[k], len = hi - off < W ? hi - off : W;
+            uint8_t *buf = (uint8_t *)op.buf;
+            if (op.is_send) {
+                if (!can_push(s, op.peer)) continue;
+                if (!push<uint8_t>(s, op.peer, buf + off, len)) goto out;
+            } else {
+                if (!can_consume(s, op.peer)) continue;
+                const uint8_t *p = consume<uint8_t>(s, op.peer);
+                if (!p) goto out;
+                copy_bytes(buf + off, p, len);
+                release(s, op.peer);
+            }
+            if (threadIdx.x == 0) done[k] += len;
+            __syncthreads();
+            moved = 1;
+        }
+        if (!remaining) break;
+        if (moved) {
+            t0 = globaltimer();
+            continue;
+        }
+        /* Nothing could move: bounded by the timeout and the abort flag, like every wait. */
+        if (threadIdx.x == 0) {
+            idle = 0;
+            if (*a.comm.abort_flag) idle = ZN_DEV_ABORTED;
+            else if (globaltimer() - t0 > a.comm.timeout_ns) idle = ZN_DEV_TIMEOUT;
+            if (idle && *a.comm.error == 0) {
+                *(volatile uint32_t *)a.comm.error = (uint32_t)idle;
+                __threadfence_system();
+            }
+        }
+        __syncthreads();
+        if (idle) goto out;
+    }
+out:
+    chan_close(s);
+}
+
+} // namespace zn
+
+extern "C" int zn_dev_launch_p2p(const struct zn_dev_p2p_args *a, void *stream)
+{
+    zn::p2p_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(*a);
+    return (int)cudaGetLastError();
+}

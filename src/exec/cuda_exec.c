@@ -1,0 +1,244 @@
+#include "cuda_exec.h"
+#include "cuda_stage.h"
+#include "util/cuda.h"
+#include "util/err.h"
+#include "util/param.h"
+
+#include <string.h>
+
+#if ZINC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+/* Channels for a call moving `bytes` per rank: one per 64 KB, up to the communicator's
+ * maximum; the same on every rank since it depends only on the call. */
+static int channels(const struct zn_cuda_ctx *cx, size_t bytes)
+{
+    size_t n = (bytes + 65535) / 65536;
+    if (n < 1) n = 1;
+    if (n > (size_t)cx->max_ch) n = (size_t)cx->max_ch;
+    return (int)n;
+}
+
+static const int dev_coll[ZN_NCOLLS] = {
+    [ZN_COLL_ALLREDUCE] = ZN_DEV_ALLREDUCE,         [ZN_COLL_BROADCAST] = ZN_DEV_BROADCAST,
+    [ZN_COLL_REDUCE] = ZN_DEV_REDUCE,               [ZN_COLL_ALLGATHER] = ZN_DEV_ALLGATHER,
+    [ZN_COLL_REDUCESCATTER] = ZN_DEV_REDUCESCATTER, [ZN_COLL_ALLTOALL] = ZN_DEV_ALLTOALL,
+    [ZN_COLL_GATHER] = ZN_DEV_GATHER,               [ZN_COLL_SCATTER] = ZN_DEV_SCATTER,
+};
+
+static int reduces(enum zn_coll c)
+{
+    return c == ZN_COLL_ALLREDUCE || c == ZN_COLL_REDUCE || c == ZN_COLL_REDUCESCATTER;
+}
+
+/* Order launches of one communicator across streams: a launch on a new stream waits for the
+ * previous launch (all ranks must run the communicator's kernels in the same order). */
+ncclResult_t zn_cuda_order(struct zn_cuda_ctx *cx, void *stream)
+{
+    if (cx->last_stream && cx->last_stream != stream && cx->last_event) {
+        cudaError_t e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)cx->last_event, 0);
+        if (e != cudaSuccess)
+            return zn_error(ncclUnhandledCudaError, ZN_COLL, "cudaStreamWaitEvent failed: %s",
+                            cudaGetErrorString(e));
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t zn_cuda_note(struct zn_cuda_ctx *cx, void *stream)
+{
+    if (!cx->last_event) {
+        cudaEvent_t ev;
+        if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
+            return zn_error(ncclUnhandledCudaError, ZN_COLL, "cudaEventCreate failed");
+        cx->last_event = ev;
+    }
+    cudaError_t e = cudaEventRecord((cudaEvent_t)cx->last_event, (cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return zn_error(ncclUnhandledCudaError, ZN_COLL, "cudaEventRecord failed: %s",
+                        cudaGetErrorString(e));
+    cx->last_stream = stream;
+    return ncclSuccess;
+}
+
+static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op *o)
+{
+    const struct zn_coll_args *a = &o->a;
+    if (a->count == 0) return ncclSuccess;
+    struct zn_dev_coll_args k;
+    memset(&k, 0, sizeof(k));
+    k.comm = cx->dev;
+    k.sendbuf = a->sendbuf;
+    k.recvbuf = a->recvbuf;
+    k.coll = dev_coll[a->coll];
+    k.root = a->root;
+    size_t bytes = a->count * a->esize;
+    if (reduces(a->coll)) {
+        k.dtype = (int32_t)a->dtype;
+        k.count = a->count;
+        k.op = (int32_t)o->op.red;
+        k.premul = o->op.premul;
+        memcpy(&k.scalar, o->op.scalar, sizeof(k.scalar));
+        k.post_div = o->op.post_div ? cx->dev.nranks : 0;
+        if (o->scalar_dev) {
+            /* ncclScalarDevice: the value is read from device memory when the kernel runs. */
+            k.scalar_dev = o->scalar_dev;
+        }
+    } else {
+        /* Moving bytes: one kernel for every type. */
+        k.dtype = (int32_t)ncclUint8;
+        k.count = bytes;
+    }
+    /* One-shot (everyone reduces everything, two hops less) for small vectors, two-shot
+     * (reduce-scatter + allgather) for large ones. */
+    const char *f = cx->force_algo;
+    if (f && !strcmp(f, "oneshot"))
+        k.algo = ZN_DEV_ONESHOT;
+    else if (f && !strcmp(f, "twoshot"))
+        k.algo = ZN_DEV_TWOSHOT;
+    else
+        k.algo = bytes <= 256 * 1024 ? ZN_DEV_ONESHOT : ZN_DEV_TWOSHOT;
+    k.nch = channels(cx, a->coll == ZN_COLL_ALLREDUCE && k.algo == ZN_DEV_TWOSHOT
+                             ? bytes / (size_t)cx->dev.nranks
+                             : bytes);
+    zn_log(ZN_LOG_INFO, ZN_TUNE, "%s count %zu type %d: GPU %s, %d channel(s)",
+           zn_coll_name(a->coll), a->count, (int)a->dtype,
+           a->coll == ZN_COLL_ALLREDUCE ? (k.algo == ZN_DEV_TWOSHOT ? "two-shot" : "one-shot")
+                                        : "direct",
+           k.nch);
+    ZN_CHECK(zn_cuda_order(cx, o->stream));
+    int e = zn_dev_launch_coll(&k, o->stream);
+    if (e)
+        return zn_error(ncclUnhandledCudaError, ZN_COLL, "launching the %s kernel failed: %s",
+                        zn_coll_name(a->coll), zn_dev_error_string(e));
+    return zn_cuda_note(cx, o->stream);
+}
+
+/* Sends and receives of the group, fused into one kernel on the first operation's stream;
+ * the other streams join it through events. A send to self meets its receive with a copy. */
+static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
+{
+    struct zn_dev_p2p_args k;
+    memset(&k, 0, sizeof(k));
+    k.comm = cx->dev;
+    void *stream = NULL;
+    size_t maxb = 0;
+    int self_recv = 0;
+    for (int i = 0; i < n; i++) {
+        struct zn_cuda_op *o = &ops[i];
+        if (o->kind == ZN_CUDA_COLL) continue;
+        size_t bytes = o->a.count * o->a.esize;
+        if (!stream) stream = o->stream;
+        if (o->a.root == cx->dev.rank) {
+            if (o->kind == ZN_CUDA_RECV) continue;
+            /* Send to self: pair with this rank's next unmatched receive from self. */
+            int j = -1;
+            for (int m = self_recv; m < n && j < 0; m++)
+                if (ops[m].kind == ZN_CUDA_RECV && ops[m].a.root == cx->dev.rank) j = m;
+            if (j < 0)
+                return zn_error(ncclInvalidUsage, ZN_COLL,
+                                "ncclSend to self without a matching ncclRecv from self in the "
+                                "same group");
+            self_recv = j + 1;
+            if (bytes != ops[j].a.count * ops[j].a.esize)
+                return zn_error(ncclInvalidUsage, ZN_COLL,
+                                "send to self of %zu bytes but receive from self of %zu bytes",
+                                bytes, ops[j].a.count * ops[j].a.esize);
+            if (bytes && cudaMemcpyAsync(ops[j].a.recvbuf, o->a.sendbuf, bytes,
+                                         cudaMemcpyDeviceToDevice,
+                                         (cudaStream_t)stream) != cudaSuccess)
+                return zn_error(ncclUnhandledCudaError, ZN_COLL, "cudaMemcpyAsync failed");
+            continue;
+        }
+        if (bytes == 0) continue;
+        if (k.nops == ZN_DEV_MAX_P2P)
+            return zn_error(ncclInvalidUsage, ZN_COLL,
+                            "more than %d sends and receives with peers in one group on a GPU "
+                            "communicator (not supported yet: split the group)",
+                            ZN_DEV_MAX_P2P);
+        k.ops[k.nops++] = (struct zn_dev_p2p_op){
+            .buf = o->kind == ZN_CUDA_SEND ? (void *)o->a.sendbuf : o->a.recvbuf,
+            .bytes = bytes, .peer = o->a.root, .is_send = o->kind == ZN_CUDA_SEND};
+        if (bytes > maxb) maxb = bytes;
+    }
+    if (!k.nops) return ncclSuccess;
+    /* The channel count must agree between the two ends of every pair: it depends only on the
+     * group's largest message, which both ends see... only when they list the same ops. Use a
+     * fixed count so that any group matches. */
+    k.nch = cx->max_ch < 8 ? cx->max_ch : 8;
+    (void)maxb;
+    ZN_CHECK(zn_cuda_order(cx, stream));
+    int e = zn_dev_launch_p2p(&k, stream);
+    if (e)
+        return zn_error(ncclUnhandledCudaError, ZN_COLL, "launching the send/recv kernel failed: %s",
+                        zn_dev_error_string(e));
+    return zn_cuda_note(cx, stream);
+}
+
+ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
+{
+    int cur = zn_cuda_current_device();
+    if (cur != cx->cuda_dev) ZN_CHECK(zn_cuda_set_device(cx->cuda_dev));
+    if (cx->stage) {
+        ncclResult_t r = zn_stage_launch(cx->stage, cx, ops, n);
+        if (cur >= 0 && cur != cx->cuda_dev) zn_cuda_set_device(cur);
+        return r;
+    }
+    ncclResult_t res = ncclSuccess;
+    int has_p2p = 0;
+    for (int i = 0; i < n && res == ncclSuccess; i++) {
+        if (ops[i].kind == ZN_CUDA_COLL)
+            res = launch_coll(cx, &ops[i]);
+        else
+            has_p2p = 1;
+    }
+    if (res == ncclSuccess && has_p2p) res = launch_p2p(cx, ops, n);
+    if (cur >= 0 && cur != cx->cuda_dev) zn_cuda_set_device(cur);
+    return res;
+}
+
+const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
+{
+    if (cx->stage && atomic_load(&cx->stage->failed)) return cx->stage->fail_msg;
+    if (!cx->error_host) return NULL;
+    switch (*cx->error_host) {
+    case ZN_DEV_OK: return NULL;
+    case ZN_DEV_ABORTED: return "a GPU kernel stopped because the communicator was aborted";
+    default:
+        return "a GPU kernel waited longer than ZINC_TIMEOUT for a peer GPU (a peer process "
+               "exited, aborted, or made different calls)";
+    }
+}
+
+void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx)
+{
+    zn_stage_destroy(cx->stage);
+    cx->stage = NULL;
+    if (cx->last_event) cudaEventDestroy((cudaEvent_t)cx->last_event);
+    cx->last_event = NULL;
+}
+
+#else
+
+ncclResult_t zn_cuda_order(struct zn_cuda_ctx *cx, void *stream)
+{
+    return ncclSuccess;
+}
+
+ncclResult_t zn_cuda_note(struct zn_cuda_ctx *cx, void *stream)
+{
+    return ncclSuccess;
+}
+
+ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
+{
+    return zn_error(ncclInvalidUsage, ZN_COLL, "this zinc build has no CUDA support");
+}
+
+const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
+{
+    return NULL;
+}
+
+void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx) {}
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * The CUDA executor: launches the kernels of a group on the users' streams. Nothing waits on
+ * the host; calls return once their kernels are enqueued, and they can be captured in graphs
+ * (see device/dev_abi.h for why replays stay consistent).
+ */
+#ifndef ZN_EXEC_CUDA_EXEC_H
+#define ZN_EXEC_CUDA_EXEC_H
+
+#include "algo/algo.h"
+#include "device/dev_abi.h"
+#include "exec/exec.h"
+
+struct zn_stage;
+
+/* The executor's view of a cuda communicator. */
+struct zn_cuda_ctx {
+    struct zn_stage *stage;       /* staged path (exec/cuda_stage.h), or NULL for GPU kernels */
+    struct zn_dev_comm dev;       /* what kernels get */
+    int cuda_dev;                 /* device ordinal in this process */
+    volatile uint32_t *error_host; /* host view of dev.error */
+    int max_ch;
+    void *last_stream;  /* the stream of the previous launch on this communicator */
+    void *last_event;   /* recorded after it: launches on another stream wait for it */
+    const char *force_algo;
+};
+
+enum zn_cuda_op_kind { ZN_CUDA_COLL, ZN_CUDA_SEND, ZN_CUDA_RECV };
+
+struct zn_cuda_op {
+    enum zn_cuda_op_kind kind;
+    struct zn_coll_args a; /* SEND/RECV: sendbuf/recvbuf, count, dtype, root = peer */
+    struct zn_op_desc op;
+    const void *scalar_dev; /* PreMulSum with ncclScalarDevice: read by the kernel */
+    void *stream;
+};
+
+/* Launch every operation of one communicator's share of a group: collectives in call order,
+ * then all sends and receives in one fused kernel. */
+ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n);
+
+/* Launches of one communicator run in order on the GPU: a launch on another stream than the
+ * previous one first waits for it (zn_cuda_order); zn_cuda_note records the launch. */
+ncclResult_t zn_cuda_order(struct zn_cuda_ctx *cx, void *stream);
+ncclResult_t zn_cuda_note(struct zn_cuda_ctx *cx, void *stream);
+
+/* A kernel of this communicator gave up (peer gone, deadline, abort): the reason, or NULL. */
+const char *zn_cuda_failure(const struct zn_cuda_ctx *cx);
+
+void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx);
+
+#endif

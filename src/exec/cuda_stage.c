@@ -1,0 +1,330 @@
+#include "cuda_stage.h"
+#include "cuda_exec.h"
+#include "util/cuda.h"
+#include "util/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if ZINC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+enum { MAX_DESC_OPS = ZN_DEV_MAX_P2P };
+
+/* What the proxy runs for one doorbell signal: host copies of the group's operations,
+ * pointing into pinned staging memory. */
+struct zn_stage_desc {
+    int persistent; /* captured into a graph: kept until the communicator goes */
+    int nops;
+    struct zn_cuda_op ops[MAX_DESC_OPS];
+    void *mem; /* persistent descriptors own their staging */
+};
+
+static ncclResult_t cuda_err(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return ncclSuccess;
+    return zn_error(ncclUnhandledCudaError, ZN_PROXY, "%s failed: %s", what,
+                    cudaGetErrorString(e));
+}
+
+/* --- the proxy thread ------------------------------------------------------------------ */
+
+static void run_desc(struct zn_stage *st, struct zn_stage_desc *d)
+{
+    struct zn_task tasks[MAX_DESC_OPS], *ptrs[MAX_DESC_OPS];
+    memset(tasks, 0, sizeof(tasks));
+    for (int i = 0; i < d->nops; i++) {
+        const struct zn_cuda_op *o = &d->ops[i];
+        struct zn_task *t = &tasks[i];
+        t->kind = o->kind == ZN_CUDA_COLL   ? ZN_TASK_COLL
+                  : o->kind == ZN_CUDA_SEND ? ZN_TASK_SEND
+                                            : ZN_TASK_RECV;
+        t->cx = st->host;
+        t->a = o->a;
+        t->op = o->op;
+        if (o->scalar_dev) /* ncclScalarDevice: read now, in stream order */
+            cudaMemcpy(t->op.scalar, o->scalar_dev, o->a.esize, cudaMemcpyDeviceToHost);
+        ptrs[i] = t;
+    }
+    ncclResult_t r = zn_exec_run(ptrs, d->nops);
+    for (int i = 0; i < d->nops; i++) zn_task_release(&tasks[i]);
+    if (r != ncclSuccess && !atomic_load(&st->failed)) {
+        snprintf(st->fail_msg, sizeof(st->fail_msg), "%s", zn_last_error());
+        atomic_store(&st->failed, (int)r);
+    }
+}
+
+static void *proxy_main(void *arg)
+{
+    struct zn_stage *st = arg;
+    zn_log_rank = st->rank;
+    cudaSetDevice(st->cuda_dev);
+    uint64_t processed = 0;
+    int idle = 0;
+    while (!atomic_load(&st->stop)) {
+        uint64_t go = st->bell_host->go;
+        if (processed == go) {
+            /* Spin a little (a collective right after another is common), then nap. */
+            if (++idle > 2000) {
+                struct timespec ts = {0, 20000};
+                nanosleep(&ts, NULL);
+            }
+            continue;
+        }
+        idle = 0;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        uint64_t id = st->bell_host->ring[processed % ZN_DEV_RING];
+        pthread_mutex_lock(&st->lock);
+        struct zn_stage_desc *d = id < (uint64_t)st->ndescs ? st->descs[id] : NULL;
+        pthread_mutex_unlock(&st->lock);
+        if (d) run_desc(st, d);
+        processed++;
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        st->bell_host->done = processed;
+        if (d && !d->persistent) {
+            pthread_mutex_lock(&st->lock);
+            st->descs[id] = NULL;
+            pthread_mutex_unlock(&st->lock);
+            free(d);
+        }
+    }
+    return NULL;
+}
+
+ncclResult_t zn_stage_create(struct zn_exec_comm *host, int cuda_dev, struct zn_stage **out)
+{
+    struct zn_stage *st = calloc(1, sizeof(*st));
+    if (!st) return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
+    st->host = host;
+    st->cuda_dev = cuda_dev;
+    st->rank = host->tctx->rank;
+    st->nranks = host->tctx->nranks;
+    pthread_mutex_init(&st->lock, NULL);
+    void *bell_dev = NULL;
+    ncclResult_t res;
+    ZN_CHECK_GOTO(zn_cuda_host_alloc((void **)&st->bell_host, &bell_dev, sizeof(*st->bell_host)),
+                  res, fail);
+    st->bell_dev = bell_dev;
+    ZN_CHECK_GOTO(zn_cuda_malloc((void **)&st->seq_dev, sizeof(uint64_t), "the staging counter"),
+                  res, fail);
+    ZN_CHECK_GOTO(zn_cuda_memset(st->seq_dev, 0, sizeof(uint64_t)), res, fail);
+    if (pthread_create(&st->thread, NULL, proxy_main, st) != 0) {
+        res = zn_error(ncclSystemError, ZN_PROXY, "cannot start the proxy thread");
+        goto fail;
+    }
+    st->thread_started = 1;
+    *out = st;
+    return ncclSuccess;
+fail:
+    zn_stage_destroy(st);
+    return res;
+}
+
+void zn_stage_destroy(struct zn_stage *st)
+{
+    if (!st) return;
+    if (st->thread_started) {
+        atomic_store(&st->stop, 1);
+        pthread_join(st->thread, NULL);
+    }
+    for (int i = 0; i < st->ndescs; i++) {
+        if (!st->descs[i]) continue;
+        zn_cuda_host_free(st->descs[i]->mem);
+        free(st->descs[i]);
+    }
+    free(st->descs);
+    for (int i = 0; i < st->nretired; i++) zn_cuda_host_free(st->retired[i]);
+    free(st->retired);
+    zn_cuda_host_free(st->pool);
+    zn_cuda_free(st->seq_dev);
+    zn_cuda_host_free(st->bell_host);
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
+
+/* --- enqueueing ------------------------------------------------------------------------- */
+
+/* Bytes this rank copies to the host before, and back after, the host operation. */
+static void io_bytes(const struct zn_cuda_op *o, int rank, int n, size_t *in, size_t *outb)
+{
+    size_t b = o->a.count * o->a.esize, nb = b * (size_t)n;
+    int root = o->a.root == rank;
+    *in = *outb = 0;
+    if (o->kind == ZN_CUDA_SEND) {
+        *in = b;
+        return;
+    }
+    if (o->kind == ZN_CUDA_RECV) {
+        *outb = b;
+        return;
+    }
+    switch (o->a.coll) {
+    case ZN_COLL_ALLREDUCE: *in = b; *outb = b; break;
+    case ZN_COLL_BROADCAST: *in = root ? b : 0; *outb = b; break;
+    case ZN_COLL_REDUCE: *in = b; *outb = root ? b : 0; break;
+    case ZN_COLL_ALLGATHER: *in = b; *outb = nb; break;
+    case ZN_COLL_REDUCESCATTER: *in = nb; *outb = b; break;
+    case ZN_COLL_ALLTOALL: *in = nb; *outb = nb; break;
+    case ZN_COLL_GATHER: *in = b; *outb = root ? nb : 0; break;
+    case ZN_COLL_SCATTER: *in = root ? nb : 0; *outb = b; break;
+    default: break;
+    }
+}
+
+static size_t align_up(size_t x)
+{
+    return (x + 255) & ~(size_t)255;
+}
+
+static ncclResult_t host_alloc_capturable(void **p, size_t bytes)
+{
+    /* Allowed while a stream captures (it is no stream work), in relaxed mode. */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = cudaHostAlloc(p, bytes ? bytes : 1, cudaHostAllocPortable);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    return cuda_err(e, "cudaHostAlloc for staging");
+}
+
+static ncclResult_t add_desc(struct zn_stage *st, struct zn_stage_desc *d, uint64_t *id)
+{
+    pthread_mutex_lock(&st->lock);
+    int slot = -1;
+    for (int i = 0; i < st->ndescs && slot < 0; i++)
+        if (!st->descs[i]) slot = i;
+    if (slot < 0) {
+        int cap = st->ndescs ? st->ndescs * 2 : 16;
+        struct zn_stage_desc **n = realloc(st->descs, (size_t)cap * sizeof(*n));
+        if (!n) {
+            pthread_mutex_unlock(&st->lock);
+            return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
+        }
+        memset(n + st->ndescs, 0, (size_t)(cap - st->ndescs) * sizeof(*n));
+        slot = st->ndescs;
+        st->descs = n;
+        st->ndescs = cap;
+    }
+    st->descs[slot] = d;
+    pthread_mutex_unlock(&st->lock);
+    *id = (uint64_t)slot;
+    return ncclSuccess;
+}
+
+/* Stage one descriptor's operations: copies in, doorbell, gate, copies out. */
+static ncclResult_t stage_desc(struct zn_stage *st, struct zn_cuda_ctx *cx,
+                               struct zn_stage_desc *d, const struct zn_cuda_op *orig,
+                               void *stream)
+{
+    size_t total = 0, ins[MAX_DESC_OPS], outs[MAX_DESC_OPS];
+    for (int i = 0; i < d->nops; i++) {
+        io_bytes(&orig[i], st->rank, st->nranks, &ins[i], &outs[i]);
+        size_t b = orig[i].a.count * orig[i].a.esize, nb = b * (size_t)st->nranks;
+        /* The host operation gets full-size buffers even where this rank moves nothing. */
+        total += align_up(nb > b ? nb : b) * 2;
+    }
+    uint8_t *mem;
+    if (zn_cuda_stream_capturing(stream)) {
+        ZN_CHECK(host_alloc_capturable(&d->mem, total));
+        d->persistent = 1;
+        mem = d->mem;
+    } else {
+        if (total > st->pool_size) {
+            /* Earlier operations may still copy through the old pool: keep it until the end. */
+            void **r = realloc(st->retired, (size_t)(st->nretired + 1) * sizeof(*r));
+            if (!r) return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
+            st->retired = r;
+            if (st->pool) st->retired[st->nretired++] = st->pool;
+            st->pool = NULL;
+            size_t sz = total < (1u << 20) ? (1u << 20) : total;
+            ZN_CHECK(host_alloc_capturable(&st->pool, sz));
+            st->pool_size = sz;
+        }
+        mem = st->pool;
+    }
+    cudaStream_t s = (cudaStream_t)stream;
+    size_t off = 0;
+    for (int i = 0; i < d->nops; i++) {
+        const struct zn_cuda_op *o = &orig[i];
+        size_t b = o->a.count * o->a.esize, nb = b * (size_t)st->nranks, sz = align_up(nb > b ? nb : b);
+        uint8_t *hin = mem + off, *hout = mem + off + sz;
+        off += 2 * sz;
+        d->ops[i].a.sendbuf = hin;
+        d->ops[i].a.recvbuf = hout;
+        if (ins[i])
+            ZN_CHECK(cuda_err(cudaMemcpyAsync(hin, o->a.sendbuf, ins[i], cudaMemcpyDeviceToHost, s),
+                              "cudaMemcpyAsync to staging"));
+    }
+    uint64_t id = 0;
+    ZN_CHECK(add_desc(st, d, &id));
+    int e = zn_dev_launch_signal(st->bell_dev, st->seq_dev, id, stream);
+    if (!e) e = zn_dev_launch_wait(st->bell_dev, st->seq_dev, &cx->dev, stream);
+    if (e)
+        return zn_error(ncclUnhandledCudaError, ZN_PROXY, "launching the staging gate failed: %s",
+                        zn_dev_error_string(e));
+    for (int i = 0; i < d->nops; i++)
+        if (outs[i])
+            ZN_CHECK(cuda_err(cudaMemcpyAsync(orig[i].a.recvbuf, d->ops[i].a.recvbuf, outs[i],
+                                              cudaMemcpyHostToDevice, s),
+                              "cudaMemcpyAsync from staging"));
+    return ncclSuccess;
+}
+
+ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_cuda_op *ops,
+                             int n)
+{
+    /* Collectives one descriptor each, in call order; then every send and receive together. */
+    void *p2p_stream = NULL;
+    int np2p = 0;
+    for (int i = 0; i < n; i++) {
+        if (ops[i].kind != ZN_CUDA_COLL) {
+            if (!p2p_stream) p2p_stream = ops[i].stream;
+            np2p++;
+            continue;
+        }
+        if (ops[i].a.count == 0) continue;
+        struct zn_stage_desc *d = calloc(1, sizeof(*d));
+        if (!d) return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
+        d->nops = 1;
+        d->ops[0] = ops[i];
+        ncclResult_t r = zn_cuda_order(cx, ops[i].stream);
+        if (r == ncclSuccess) r = stage_desc(st, cx, d, &ops[i], ops[i].stream);
+        if (r == ncclSuccess) r = zn_cuda_note(cx, ops[i].stream);
+        if (r != ncclSuccess) return r;
+    }
+    if (!np2p) return ncclSuccess;
+    if (np2p > MAX_DESC_OPS)
+        return zn_error(ncclInvalidUsage, ZN_PROXY,
+                        "more than %d sends and receives in one group on a staged GPU "
+                        "communicator (not supported yet: split the group)",
+                        MAX_DESC_OPS);
+    struct zn_stage_desc *d = calloc(1, sizeof(*d));
+    struct zn_cuda_op orig[MAX_DESC_OPS];
+    if (!d) return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind != ZN_CUDA_COLL) {
+            orig[d->nops] = ops[i];
+            d->ops[d->nops++] = ops[i];
+        }
+    ZN_CHECK(zn_cuda_order(cx, p2p_stream));
+    ZN_CHECK(stage_desc(st, cx, d, orig, p2p_stream));
+    return zn_cuda_note(cx, p2p_stream);
+}
+
+#else
+
+ncclResult_t zn_stage_create(struct zn_exec_comm *host, int cuda_dev, struct zn_stage **out)
+{
+    return zn_error(ncclInvalidUsage, ZN_PROXY, "this zinc build has no CUDA support");
+}
+
+ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_cuda_op *ops,
+                             int n)
+{
+    return zn_error(ncclInvalidUsage, ZN_PROXY, "this zinc build has no CUDA support");
+}
+
+void zn_stage_destroy(struct zn_stage *st) {}
+
+#endif

@@ -1,0 +1,309 @@
+/*
+ * The p2p transport: arenas in device memory mapped by every GPU of the communicator.
+ */
+#include "p2p.h"
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/param.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int zn_p2p_usable(const struct zn_tctx *ctx, const char (*bus_ids)[20], char *why, size_t len)
+{
+    if (zn_params()->p2p_disable) {
+        snprintf(why, len, "ZINC_P2P_DISABLE=1");
+        return 0;
+    }
+    if (ctx->nranks > ZN_P2P_MAX_RANKS) {
+        snprintf(why, len, "more than %d GPUs", ZN_P2P_MAX_RANKS);
+        return 0;
+    }
+    uint64_t host = ctx->peers[0].host_hash;
+    for (int r = 0; r < ctx->nranks; r++) {
+        if (ctx->peers[r].host_hash != host) {
+            snprintf(why, len, "ranks on more than one host");
+            return 0;
+        }
+    }
+    /* Every rank decides from the same facts: each pair's bus ids, as seen from this process
+     * (the devices of one host are visible to all its processes unless CUDA_VISIBLE_DEVICES
+     * hides them; then the pair is treated as not capable). */
+    for (int a = 0; a < ctx->nranks; a++) {
+        int da = zn_cuda_device_by_bus_id(bus_ids[a]);
+        for (int b = 0; b < ctx->nranks; b++) {
+            int db = zn_cuda_device_by_bus_id(bus_ids[b]);
+            if (a == b) continue;
+            if (da < 0 || db < 0 || !zn_cuda_can_access_peer(da, db)) {
+                snprintf(why, len, "GPU %s cannot access GPU %s", bus_ids[a], bus_ids[b]);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* What each rank tells the others about its arena. */
+struct arena_info {
+    int32_t pid;
+    int32_t kind; /* 0: cuMem (fd over the Unix socket), 1: cudaMalloc (IPC handle) */
+    uint64_t ptr; /* for ranks of the same process */
+    uint64_t bytes;
+    uint8_t ipc[64];
+    char bus_id[20];
+    uint32_t pad;
+};
+
+static void uds_name(struct sockaddr_un *a, socklen_t *len, uint64_t hash, int rank)
+{
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    /* Abstract namespace: nothing to clean up in the file system if the process dies. */
+    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "zinc-p2p-%016llx-%d",
+                     (unsigned long long)hash, rank);
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static int send_fd(int sock, int fd)
+{
+    char byte = 'z';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    char ctl[CMSG_SPACE(sizeof(int))];
+    memset(ctl, 0, sizeof(ctl));
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+                       .msg_controllen = sizeof(ctl)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return sendmsg(sock, &m, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+}
+
+static int recv_fd(int sock, int *fd)
+{
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    char ctl[CMSG_SPACE(sizeof(int))];
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+                       .msg_controllen = sizeof(ctl)};
+    ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+    if (n != 1) return n == 0 ? -EPIPE : -errno;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    if (!c || c->cmsg_type != SCM_RIGHTS) return -EPROTO;
+    memcpy(fd, CMSG_DATA(c), sizeof(int));
+    return 0;
+}
+
+/* Serves this rank's arena fd to the peers of other processes that ask for it. */
+struct server {
+    int lfd;
+    int expected;
+    const struct zn_cumem *mem;
+    int64_t deadline;
+    const atomic_int *abort_flag;
+    int served;
+    int err;
+};
+
+static void *serve(void *arg)
+{
+    struct server *s = arg;
+    while (s->served < s->expected) {
+        if (zn_now_ns() > s->deadline || (s->abort_flag && atomic_load(s->abort_flag))) {
+            s->err = -ETIMEDOUT;
+            return NULL;
+        }
+        struct pollfd p = {.fd = s->lfd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0) continue;
+        int c = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        int fd = -1;
+        if (zn_cumem_export_fd(s->mem, &fd) == ncclSuccess) {
+            if (send_fd(c, fd) == 0) s->served++;
+            close(fd);
+        }
+        close(c);
+    }
+    return NULL;
+}
+
+static int fetch_fd(uint64_t hash, int peer, int64_t deadline, const atomic_int *abort_flag,
+                    int *fd)
+{
+    struct sockaddr_un a;
+    socklen_t len;
+    uds_name(&a, &len, hash, peer);
+    for (;;) {
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0) return -errno;
+        if (connect(s, (struct sockaddr *)&a, len) == 0) {
+            struct pollfd p = {.fd = s, .events = POLLIN};
+            int rc = poll(&p, 1, zn_ms_left(deadline, 60000)) > 0 ? recv_fd(s, fd) : -ETIMEDOUT;
+            close(s);
+            return rc;
+        }
+        close(s);
+        if ((abort_flag && atomic_load(abort_flag)) || zn_now_ns() > deadline) return -ETIMEDOUT;
+        usleep(1000);
+    }
+}
+
+static ncclResult_t alloc_local(struct zn_p2p *p, int dev, size_t bytes, struct arena_info *me)
+{
+    me->pid = (int32_t)getpid();
+    if (zn_cuda_cumem_fd_supported(dev) && zn_cumem_alloc(dev, bytes, &p->local) == ncclSuccess) {
+        p->local_kind = 0;
+        p->peer[p->rank] = p->local.ptr;
+    } else {
+        zn_clear_last_error();
+        ZN_CHECK(zn_cuda_malloc(&p->peer[p->rank], bytes, "the p2p arena"));
+        p->local_kind = 1;
+        ZN_CHECK(zn_cuda_ipc_get(p->peer[p->rank], me->ipc));
+    }
+    me->kind = p->local_kind;
+    me->ptr = (uint64_t)(uintptr_t)p->peer[p->rank];
+    /* Importers map the allocation's real size (rounded up to the granularity). */
+    me->bytes = p->local_kind == 0 ? p->local.size : bytes;
+    /* The control words must read 0 before any peer can see the arena. */
+    return zn_cuda_memset(p->peer[p->rank], 0, bytes);
+}
+
+/* Map every peer's arena; fds for cuMem peers of other processes come from their servers. */
+static ncclResult_t map_peers(struct zn_p2p *p, const struct zn_tctx *ctx,
+                              const struct arena_info *all)
+{
+    int64_t deadline = zn_now_ns() + zn_timeout_ns();
+    for (int k = 1; k < p->nranks; k++) {
+        int r = (p->rank + k) % p->nranks;
+        char who[128];
+        zn_peer_str(ctx, r, who, sizeof(who));
+        if (all[r].kind == 1 && all[r].pid == all[p->rank].pid) {
+            /* cudaMalloc memory of this process: the pointer works once peer access is on
+             * (IPC handles cannot be opened by the process that made them). */
+            int pdev = zn_cuda_device_by_bus_id(all[r].bus_id);
+            if (pdev < 0)
+                return zn_error(ncclInternalError, ZN_P2P, "p2p: GPU %s of %s is not visible",
+                                all[r].bus_id, who);
+            ZN_CHECK(zn_cuda_enable_peer_access(p->dev, pdev));
+            p->peer[r] = (void *)(uintptr_t)all[r].ptr;
+            p->peer_kind[r] = 0;
+            continue;
+        }
+        if (all[r].kind == 0) {
+            int fd = -1, rc = fetch_fd(ctx->comm_hash, r, deadline, ctx->abort_flag, &fd);
+            if (rc)
+                return zn_error(ncclRemoteError, ZN_P2P,
+                                "p2p: could not get the GPU memory handle of %s: %s", who,
+                                strerror(-rc));
+            ncclResult_t res = zn_cumem_import_fd(fd, all[r].bytes, p->dev, &p->imported[r]);
+            close(fd);
+            ZN_CHECK(res);
+            p->peer[r] = p->imported[r].ptr;
+            p->peer_kind[r] = 1;
+        } else {
+            ZN_CHECK(zn_cuda_ipc_open(all[r].ipc, &p->peer[r]));
+            p->peer_kind[r] = 2;
+        }
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, struct zn_p2p **out)
+{
+    struct zn_p2p *p = calloc(1, sizeof(*p));
+    struct arena_info *all = calloc((size_t)ctx->nranks, sizeof(*all));
+    if (!p || !all) {
+        free(p);
+        free(all);
+        return zn_error(ncclSystemError, ZN_P2P, "out of memory");
+    }
+    p->rank = ctx->rank;
+    p->nranks = ctx->nranks;
+    p->dev = dev;
+    p->bytes = bytes;
+    ncclResult_t res;
+    int lfd = -1;
+    pthread_t thr;
+    int thr_started = 0;
+    struct server srv = {.lfd = -1};
+    ZN_CHECK_GOTO(zn_cuda_set_device(dev), res, fail);
+    ZN_CHECK_GOTO(alloc_local(p, dev, bytes, &all[ctx->rank]), res, fail);
+    ZN_CHECK_GOTO(zn_cuda_bus_id(dev, all[ctx->rank].bus_id, sizeof(all[ctx->rank].bus_id)), res,
+                  fail);
+    /* Listen before the allgather, so that peers that learn of us can connect at once. */
+    if (p->local_kind == 0) {
+        struct sockaddr_un a;
+        socklen_t len;
+        uds_name(&a, &len, ctx->comm_hash, ctx->rank);
+        lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, len) != 0 || listen(lfd, 64) != 0) {
+            res = zn_error(ncclSystemError, ZN_P2P, "p2p: cannot listen on a Unix socket: %s",
+                           strerror(errno));
+            goto fail;
+        }
+    }
+    ZN_CHECK_GOTO(zn_boot_allgather(ctx->boot, all, sizeof(*all)), res, fail);
+    if (p->local_kind == 0) {
+        /* cuMem arenas are mapped through an imported fd by every peer, in this process or
+         * not: access rights are per mapping, and each importer sets its own. */
+        int others = ctx->nranks - 1;
+        srv = (struct server){.lfd = lfd, .expected = others, .mem = &p->local,
+                              .deadline = zn_now_ns() + zn_timeout_ns(),
+                              .abort_flag = ctx->abort_flag};
+        if (others) {
+            if (pthread_create(&thr, NULL, serve, &srv) != 0) {
+                res = zn_error(ncclSystemError, ZN_P2P, "p2p: cannot start the fd server thread");
+                goto fail;
+            }
+            thr_started = 1;
+        }
+    }
+    res = map_peers(p, ctx, all);
+    if (thr_started) {
+        pthread_join(thr, NULL);
+        thr_started = 0;
+        if (res == ncclSuccess && srv.err)
+            res = zn_error(ncclRemoteError, ZN_P2P,
+                           "p2p: peers did not fetch this rank's GPU memory handle in time");
+    }
+    if (res != ncclSuccess) goto fail;
+    /* Nobody pushes into an arena before everyone has mapped everyone. */
+    ZN_CHECK_GOTO(zn_boot_barrier(ctx->boot), res, fail);
+    if (lfd >= 0) close(lfd);
+    free(all);
+    zn_info(ZN_P2P, "p2p: arena of %zu bytes on GPU %d (%s), %d peers mapped", bytes, dev,
+            p->local_kind == 0 ? "cuMem" : "cudaMalloc/IPC", ctx->nranks - 1);
+    *out = p;
+    return ncclSuccess;
+fail:
+    if (thr_started) {
+        srv.deadline = 0;
+        pthread_join(thr, NULL);
+    }
+    if (lfd >= 0) close(lfd);
+    free(all);
+    zn_p2p_destroy(p);
+    return res;
+}
+
+void zn_p2p_destroy(struct zn_p2p *p)
+{
+    if (!p) return;
+    for (int r = 0; r < p->nranks; r++) {
+        if (p->peer_kind[r] == 1) zn_cumem_free(&p->imported[r]);
+        if (p->peer_kind[r] == 2) zn_cuda_ipc_close(p->peer[r]);
+    }
+    if (p->local_kind == 0)
+        zn_cumem_free(&p->local);
+    else
+        zn_cuda_free(p->peer[p->rank]);
+    free(p);
+}

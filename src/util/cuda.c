@@ -1,0 +1,413 @@
+#include "cuda.h"
+#include "err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#if ZINC_HAVE_CUDA
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+
+static _Thread_local char cuda_err[256];
+
+static ncclResult_t rt_check(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return ncclSuccess;
+    snprintf(cuda_err, sizeof(cuda_err), "%s", cudaGetErrorString(e));
+    return zn_error(ncclUnhandledCudaError, ZN_INIT, "%s failed: %s (CUDA error %d)", what,
+                    cudaGetErrorString(e), (int)e);
+}
+
+const char *zn_cuda_last_error_string(void)
+{
+    return cuda_err;
+}
+
+/* Driver entry points, looked up once through the runtime. */
+static struct {
+    CUresult (*memCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                          unsigned long long);
+    CUresult (*memRelease)(CUmemGenericAllocationHandle);
+    CUresult (*memAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*memAddressFree)(CUdeviceptr, size_t);
+    CUresult (*memMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                       unsigned long long);
+    CUresult (*memUnmap)(CUdeviceptr, size_t);
+    CUresult (*memSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    CUresult (*memExport)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                          unsigned long long);
+    CUresult (*memImport)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+    CUresult (*memGranularity)(size_t *, const CUmemAllocationProp *,
+                               CUmemAllocationGranularity_flags);
+    CUresult (*memRetain)(CUmemGenericAllocationHandle *, void *);
+    CUresult (*memGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
+    CUresult (*getErrorString)(CUresult, const char **);
+    CUresult (*deviceGet)(CUdevice *, int);
+    CUresult (*deviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+    int ok;
+} drv;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+static void *entry(const char *name)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult st;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &st) != cudaSuccess ||
+        st != cudaDriverEntryPointSuccess)
+        return NULL;
+    return fn;
+}
+
+static void load_driver(void)
+{
+#define ZN_ENTRY(field, name) *(void **)&drv.field = entry(name)
+    ZN_ENTRY(memCreate, "cuMemCreate");
+    ZN_ENTRY(memRelease, "cuMemRelease");
+    ZN_ENTRY(memAddressReserve, "cuMemAddressReserve");
+    ZN_ENTRY(memAddressFree, "cuMemAddressFree");
+    ZN_ENTRY(memMap, "cuMemMap");
+    ZN_ENTRY(memUnmap, "cuMemUnmap");
+    ZN_ENTRY(memSetAccess, "cuMemSetAccess");
+    ZN_ENTRY(memExport, "cuMemExportToShareableHandle");
+    ZN_ENTRY(memImport, "cuMemImportFromShareableHandle");
+    ZN_ENTRY(memGranularity, "cuMemGetAllocationGranularity");
+    ZN_ENTRY(memRetain, "cuMemRetainAllocationHandle");
+    ZN_ENTRY(memGetAddressRange, "cuMemGetAddressRange");
+    ZN_ENTRY(getErrorString, "cuGetErrorString");
+    ZN_ENTRY(deviceGet, "cuDeviceGet");
+    ZN_ENTRY(deviceGetAttribute, "cuDeviceGetAttribute");
+#undef ZN_ENTRY
+    drv.ok = drv.memCreate && drv.memRelease && drv.memAddressReserve && drv.memAddressFree &&
+             drv.memMap && drv.memUnmap && drv.memSetAccess && drv.memExport && drv.memImport &&
+             drv.memGranularity && drv.memRetain && drv.memGetAddressRange && drv.deviceGet &&
+             drv.deviceGetAttribute;
+}
+
+static ncclResult_t drv_check(CUresult r, const char *what)
+{
+    if (r == CUDA_SUCCESS) return ncclSuccess;
+    const char *s = "unknown";
+    if (drv.getErrorString) drv.getErrorString(r, &s);
+    snprintf(cuda_err, sizeof(cuda_err), "%s", s);
+    return zn_error(ncclUnhandledCudaError, ZN_ALLOC, "%s failed: %s (CUDA driver error %d)", what,
+                    s, (int)r);
+}
+
+int zn_cuda_available(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* no driver or no device: not an error for a host build */
+        return 0;
+    }
+    return n > 0;
+}
+
+int zn_cuda_current_device(void)
+{
+    int d;
+    if (cudaGetDevice(&d) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return d;
+}
+
+ncclResult_t zn_cuda_set_device(int dev)
+{
+    return rt_check(cudaSetDevice(dev), "cudaSetDevice");
+}
+
+ncclResult_t zn_cuda_bus_id(int dev, char *buf, size_t len)
+{
+    return rt_check(cudaDeviceGetPCIBusId(buf, (int)len, dev), "cudaDeviceGetPCIBusId");
+}
+
+int zn_cuda_device_by_bus_id(const char *bus_id)
+{
+    int d;
+    if (cudaDeviceGetByPCIBusId(&d, bus_id) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return d;
+}
+
+int zn_cuda_can_access_peer(int dev, int peer)
+{
+    if (dev == peer) return 1;
+    int ok = 0;
+    if (cudaDeviceCanAccessPeer(&ok, dev, peer) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return ok;
+}
+
+ncclResult_t zn_cuda_enable_peer_access(int dev, int peer)
+{
+    if (dev == peer) return ncclSuccess;
+    int cur = zn_cuda_current_device();
+    ZN_CHECK(zn_cuda_set_device(dev));
+    cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        cudaGetLastError();
+        e = cudaSuccess;
+    }
+    if (cur >= 0) cudaSetDevice(cur);
+    return rt_check(e, "cudaDeviceEnablePeerAccess");
+}
+
+int zn_cuda_cumem_fd_supported(int dev)
+{
+    pthread_once(&drv_once, load_driver);
+    if (!drv.ok) return 0;
+    CUdevice d;
+    int vmm = 0, fd = 0;
+    if (drv.deviceGet(&d, dev) != CUDA_SUCCESS ||
+        drv.deviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d) !=
+            CUDA_SUCCESS ||
+        drv.deviceGetAttribute(&fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                               d) != CUDA_SUCCESS)
+        return 0;
+    return vmm && fd;
+}
+
+int zn_cuda_sm_count(int dev)
+{
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+ncclResult_t zn_cuda_malloc(void **ptr, size_t size, const char *what)
+{
+    cudaError_t e = cudaMalloc(ptr, size ? size : 1);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return zn_error(ncclUnhandledCudaError, ZN_ALLOC,
+                        "cudaMalloc of %zu bytes for %s failed: %s", size, what,
+                        cudaGetErrorString(e));
+    }
+    return ncclSuccess;
+}
+
+void zn_cuda_free(void *ptr)
+{
+    if (ptr) cudaFree(ptr);
+}
+
+ncclResult_t zn_cuda_memset(void *ptr, int v, size_t size)
+{
+    return rt_check(cudaMemset(ptr, v, size), "cudaMemset");
+}
+
+ncclResult_t zn_cuda_memcpy_htod(void *dst, const void *src, size_t size)
+{
+    return rt_check(cudaMemcpy(dst, src, size, cudaMemcpyHostToDevice), "cudaMemcpy");
+}
+
+ncclResult_t zn_cuda_host_alloc(void **host, void **dev, size_t size)
+{
+    ZN_CHECK(rt_check(cudaHostAlloc(host, size, cudaHostAllocMapped | cudaHostAllocPortable),
+                      "cudaHostAlloc"));
+    memset(*host, 0, size);
+    ncclResult_t r = rt_check(cudaHostGetDevicePointer(dev, *host, 0), "cudaHostGetDevicePointer");
+    if (r != ncclSuccess) cudaFreeHost(*host);
+    return r;
+}
+
+void zn_cuda_host_free(void *host)
+{
+    if (host) cudaFreeHost(host);
+}
+
+static void prop_for(int dev, CUmemAllocationProp *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    p->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p->location.id = dev;
+}
+
+static ncclResult_t map_rw(struct zn_cumem *m, CUmemGenericAllocationHandle h, int dev)
+{
+    CUdeviceptr va = 0;
+    ZN_CHECK(drv_check(drv.memAddressReserve(&va, m->size, 0, 0, 0), "cuMemAddressReserve"));
+    ncclResult_t r = drv_check(drv.memMap(va, m->size, 0, h, 0), "cuMemMap");
+    if (r != ncclSuccess) {
+        drv.memAddressFree(va, m->size);
+        return r;
+    }
+    CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    r = drv_check(drv.memSetAccess(va, m->size, &acc, 1), "cuMemSetAccess");
+    if (r != ncclSuccess) {
+        drv.memUnmap(va, m->size);
+        drv.memAddressFree(va, m->size);
+        return r;
+    }
+    m->ptr = (void *)(uintptr_t)va;
+    m->handle = (uint64_t)h;
+    m->dev = dev;
+    return ncclSuccess;
+}
+
+ncclResult_t zn_cumem_alloc(int dev, size_t size, struct zn_cumem *out)
+{
+    pthread_once(&drv_once, load_driver);
+    if (!drv.ok)
+        return zn_error(ncclUnhandledCudaError, ZN_ALLOC,
+                        "the CUDA driver lacks the cuMem virtual memory API");
+    CUmemAllocationProp prop;
+    prop_for(dev, &prop);
+    size_t gran = 0;
+    ZN_CHECK(drv_check(drv.memGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+                       "cuMemGetAllocationGranularity"));
+    if (!gran) gran = 2 << 20;
+    struct zn_cumem m = {.size = (size + gran - 1) / gran * gran};
+    if (!m.size) m.size = gran;
+    CUmemGenericAllocationHandle h;
+    ZN_CHECK(drv_check(drv.memCreate(&h, m.size, &prop, 0), "cuMemCreate"));
+    ncclResult_t r = map_rw(&m, h, dev);
+    if (r != ncclSuccess) {
+        drv.memRelease(h);
+        return r;
+    }
+    *out = m;
+    return ncclSuccess;
+}
+
+ncclResult_t zn_cumem_export_fd(const struct zn_cumem *m, int *fd)
+{
+    int f = -1;
+    ZN_CHECK(drv_check(drv.memExport(&f, (CUmemGenericAllocationHandle)m->handle,
+                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                       "cuMemExportToShareableHandle"));
+    *fd = f;
+    return ncclSuccess;
+}
+
+ncclResult_t zn_cumem_import_fd(int fd, size_t size, int dev, struct zn_cumem *out)
+{
+    pthread_once(&drv_once, load_driver);
+    if (!drv.ok)
+        return zn_error(ncclUnhandledCudaError, ZN_ALLOC,
+                        "the CUDA driver lacks the cuMem virtual memory API");
+    CUmemGenericAllocationHandle h;
+    ZN_CHECK(drv_check(drv.memImport(&h, (void *)(uintptr_t)fd,
+                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                       "cuMemImportFromShareableHandle"));
+    struct zn_cumem m = {.size = size, .imported = 1};
+    ncclResult_t r = map_rw(&m, h, dev);
+    if (r != ncclSuccess) {
+        drv.memRelease(h);
+        return r;
+    }
+    *out = m;
+    return ncclSuccess;
+}
+
+void zn_cumem_free(struct zn_cumem *m)
+{
+    if (!m->ptr) return;
+    CUdeviceptr va = (CUdeviceptr)(uintptr_t)m->ptr;
+    drv.memUnmap(va, m->size);
+    drv.memAddressFree(va, m->size);
+    drv.memRelease((CUmemGenericAllocationHandle)m->handle);
+    m->ptr = NULL;
+}
+
+int zn_cumem_lookup(void *ptr, struct zn_cumem *m)
+{
+    pthread_once(&drv_once, load_driver);
+    if (!drv.ok) return -1;
+    CUmemGenericAllocationHandle h;
+    if (drv.memRetain(&h, ptr) != CUDA_SUCCESS) return -1;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUresult r = drv.memGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)ptr);
+    /* Retain took a reference: drop it, the allocation keeps its own. */
+    drv.memRelease(h);
+    if (r != CUDA_SUCCESS || (void *)(uintptr_t)base != ptr) return -1;
+    *m = (struct zn_cumem){.ptr = ptr, .size = size, .handle = (uint64_t)h};
+    return 0;
+}
+
+ncclResult_t zn_cuda_ipc_get(void *ptr, void *handle64)
+{
+    cudaIpcMemHandle_t h;
+    _Static_assert(sizeof(h) == 64, "CUDA IPC handles are 64 bytes");
+    ZN_CHECK(rt_check(cudaIpcGetMemHandle(&h, ptr), "cudaIpcGetMemHandle"));
+    memcpy(handle64, &h, sizeof(h));
+    return ncclSuccess;
+}
+
+ncclResult_t zn_cuda_ipc_open(const void *handle64, void **ptr)
+{
+    cudaIpcMemHandle_t h;
+    memcpy(&h, handle64, sizeof(h));
+    return rt_check(cudaIpcOpenMemHandle(ptr, h, cudaIpcMemLazyEnablePeerAccess),
+                    "cudaIpcOpenMemHandle");
+}
+
+void zn_cuda_ipc_close(void *ptr)
+{
+    if (ptr) cudaIpcCloseMemHandle(ptr);
+}
+
+ncclResult_t zn_cuda_device_sync(void)
+{
+    return rt_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+int zn_cuda_stream_capturing(cudaStream_t s)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &st) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return st == cudaStreamCaptureStatusActive;
+}
+
+#else /* no CUDA in this build */
+
+static ncclResult_t absent(const char *what)
+{
+    return zn_error(ncclInvalidUsage, ZN_INIT, "%s: this zinc build has no CUDA support", what);
+}
+
+const char *zn_cuda_last_error_string(void) { return "no CUDA in this build"; }
+int zn_cuda_available(void) { return 0; }
+int zn_cuda_current_device(void) { return -1; }
+ncclResult_t zn_cuda_set_device(int dev) { return absent("cudaSetDevice"); }
+ncclResult_t zn_cuda_bus_id(int dev, char *buf, size_t len) { return absent("bus id"); }
+int zn_cuda_device_by_bus_id(const char *bus_id) { return -1; }
+int zn_cuda_can_access_peer(int dev, int peer) { return 0; }
+ncclResult_t zn_cuda_enable_peer_access(int dev, int peer) { return absent("peer access"); }
+int zn_cuda_cumem_fd_supported(int dev) { return 0; }
+int zn_cuda_sm_count(int dev) { return 0; }
+ncclResult_t zn_cuda_malloc(void **ptr, size_t size, const char *what) { return absent(what); }
+void zn_cuda_free(void *ptr) {}
+ncclResult_t zn_cuda_memset(void *ptr, int v, size_t size) { return absent("cudaMemset"); }
+ncclResult_t zn_cuda_memcpy_htod(void *dst, const void *src, size_t size) { return absent("cudaMemcpy"); }
+ncclResult_t zn_cuda_host_alloc(void **host, void **dev, size_t size) { return absent("cudaHostAlloc"); }
+void zn_cuda_host_free(void *host) {}
+ncclResult_t zn_cumem_alloc(int dev, size_t size, struct zn_cumem *out) { return absent("cuMemCreate"); }
+ncclResult_t zn_cumem_export_fd(const struct zn_cumem *m, int *fd) { return absent("cuMem export"); }
+ncclResult_t zn_cumem_import_fd(int fd, size_t size, int dev, struct zn_cumem *out) { return absent("cuMem import"); }
+void zn_cumem_free(struct zn_cumem *m) {}
+int zn_cumem_lookup(void *ptr, struct zn_cumem *m) { return -1; }
+ncclResult_t zn_cuda_ipc_get(void *ptr, void *handle64) { return absent("CUDA IPC"); }
+ncclResult_t zn_cuda_ipc_open(const void *handle64, void **ptr) { return absent("CUDA IPC"); }
+void zn_cuda_ipc_close(void *ptr) {}
+ncclResult_t zn_cuda_device_sync(void) { return absent("cudaDeviceSynchronize"); }
+int zn_cuda_stream_capturing(cudaStream_t s) { return 0; }
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * CUDA, reached through the statically linked runtime and, for the driver's virtual memory
+ * API, through driver entry points the runtime looks up -- so the library loads on a machine
+ * without a GPU driver and simply finds no devices there. Every function here exists in a
+ * build without CUDA too, and then reports that CUDA is absent.
+ */
+#ifndef ZN_UTIL_CUDA_H
+#define ZN_UTIL_CUDA_H
+
+#include "nccl.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 1 if this build has CUDA and the machine has a usable device and driver. */
+int zn_cuda_available(void);
+/* The calling thread's current device (the application's cudaSetDevice), or -1. */
+int zn_cuda_current_device(void);
+ncclResult_t zn_cuda_set_device(int dev);
+/* "0000:1b:00.0"-style PCI bus id of dev (buf of at least 20 bytes). */
+ncclResult_t zn_cuda_bus_id(int dev, char *buf, size_t len);
+/* The local ordinal of the device with that bus id, or -1 if it is not visible here. */
+int zn_cuda_device_by_bus_id(const char *bus_id);
+/* Whether dev can map memory of peer (same process: peer access; across processes the same). */
+int zn_cuda_can_access_peer(int dev, int peer);
+ncclResult_t zn_cuda_enable_peer_access(int dev, int peer);
+/* Whether dev supports cuMem allocations exportable as POSIX file descriptors. */
+int zn_cuda_cumem_fd_supported(int dev);
+int zn_cuda_sm_count(int dev);
+
+/* Device memory. */
+ncclResult_t zn_cuda_malloc(void **ptr, size_t size, const char *what);
+void zn_cuda_free(void *ptr);
+ncclResult_t zn_cuda_memset(void *ptr, int v, size_t size);
+ncclResult_t zn_cuda_memcpy_htod(void *dst, const void *src, size_t size);
+/* Pinned host memory mapped into the device address space (flags, error words). */
+ncclResult_t zn_cuda_host_alloc(void **host, void **dev, size_t size);
+void zn_cuda_host_free(void *host);
+
+/* Exportable device memory (cuMem, POSIX fd handles). The allocation is mapped read-write
+ * for dev; size is rounded up to the granularity. */
+struct zn_cumem {
+    void *ptr;
+    size_t size;
+    uint64_t handle; /* CUmemGenericAllocationHandle */
+    int dev;
+    int imported;
+};
+ncclResult_t zn_cumem_alloc(int dev, size_t size, struct zn_cumem *out);
+/* A new file descriptor for the allocation (the caller closes it). */
+ncclResult_t zn_cumem_export_fd(const struct zn_cumem *m, int *fd);
+/* Map a peer's allocation (its fd) into this process, readable and writable by dev. */
+ncclResult_t zn_cumem_import_fd(int fd, size_t size, int dev, struct zn_cumem *out);
+void zn_cumem_free(struct zn_cumem *m);
+/* The cuMem allocation behind ptr (ncclMemFree). Returns 0 and *m, or -1 if ptr is not the
+ * start of a cuMem allocation. */
+int zn_cumem_lookup(void *ptr, struct zn_cumem *m);
+
+/* Legacy CUDA IPC (the fallback where cuMem fds are not available). 64-byte handles. */
+ncclResult_t zn_cuda_ipc_get(void *ptr, void *handle64);
+ncclResult_t zn_cuda_ipc_open(const void *handle64, void **ptr);
+void zn_cuda_ipc_close(void *ptr);
+
+/* Streams and host synchronisation (setup and teardown only, never on the data path). */
+ncclResult_t zn_cuda_device_sync(void);
+/* Whether the stream is being captured into a graph. */
+int zn_cuda_stream_capturing(cudaStream_t s);
+
+/* The error string of the last CUDA error of this thread, for messages. */
+const char *zn_cuda_last_error_string(void);
+
+#endif
