@@ -9,11 +9,12 @@
 #if ZINC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-/* Channels for a call moving `bytes` per rank: one per 64 KB, up to the communicator's
- * maximum; the same on every rank since it depends only on the call. */
-static int channels(const struct zn_cuda_ctx *cx, size_t bytes)
+/* Channels for a call moving `bytes` per rank: one per 32 KB, up to the communicator's
+ * maximum (spreading even a 1 MB call over many SMs is what keeps NVLink busy); the same on
+ * every rank since it depends only on the call. */
+static int channels(const struct zn_cuda_ctx *cx, size_t bytes, size_t per)
 {
-    size_t n = (bytes + 65535) / 65536;
+    size_t n = (bytes + per - 1) / per;
     if (n < 1) n = 1;
     if (n > (size_t)cx->max_ch) n = (size_t)cx->max_ch;
     return (int)n;
@@ -35,27 +36,27 @@ static int reduces(enum zn_coll c)
  * previous launch (all ranks must run the communicator's kernels in the same order). */
 ncclResult_t zn_cuda_order(struct zn_cuda_ctx *cx, void *stream)
 {
-    if (cx->last_stream && cx->last_stream != stream && cx->last_event) {
-        cudaError_t e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)cx->last_event, 0);
-        if (e != cudaSuccess)
-            return zn_error(ncclUnhandledCudaError, ZN_COLL, "cudaStreamWaitEvent failed: %s",
-                            cudaGetErrorString(e));
-    }
-    return ncclSuccess;
-}
-
-ncclResult_t zn_cuda_note(struct zn_cuda_ctx *cx, void *stream)
-{
+    /* Recorded only when the stream changes, so the usual one-stream case costs nothing: an
+     * event recorded now on the previous stream covers everything queued there so far. */
+    if (!cx->last_stream || cx->last_stream == stream) return ncclSuccess;
     if (!cx->last_event) {
         cudaEvent_t ev;
         if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
             return zn_error(ncclUnhandledCudaError, ZN_COLL, "cudaEventCreate failed");
         cx->last_event = ev;
     }
-    cudaError_t e = cudaEventRecord((cudaEvent_t)cx->last_event, (cudaStream_t)stream);
+    cudaError_t e = cudaEventRecord((cudaEvent_t)cx->last_event, (cudaStream_t)cx->last_stream);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)cx->last_event, 0);
     if (e != cudaSuccess)
-        return zn_error(ncclUnhandledCudaError, ZN_COLL, "cudaEventRecord failed: %s",
+        return zn_error(ncclUnhandledCudaError, ZN_COLL,
+                        "ordering this communicator's launches across streams failed: %s",
                         cudaGetErrorString(e));
+    return ncclSuccess;
+}
+
+ncclResult_t zn_cuda_note(struct zn_cuda_ctx *cx, void *stream)
+{
     cx->last_stream = stream;
     return ncclSuccess;
 }
@@ -88,22 +89,30 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
         k.dtype = (int32_t)ncclUint8;
         k.count = bytes;
     }
-    /* One-shot (everyone reduces everything, two hops less) for small vectors, two-shot
-     * (reduce-scatter + allgather) for large ones. */
-    const char *f = cx->force_algo;
+    /* Allreduce: LL one-shot (flagged packets, no fences) for small vectors, one-shot (everyone
+     * reduces everything) next, two-shot (reduce-scatter + allgather) for large ones. */
+    const char *f = cx->force_algo, *proto = cx->force_proto;
+    int ll_ok = bytes <= (size_t)32 * ZN_DEV_LL_BYTES / 2 && !(proto && !strcmp(proto, "SIMPLE"));
     if (f && !strcmp(f, "oneshot"))
-        k.algo = ZN_DEV_ONESHOT;
+        k.algo = ll_ok ? ZN_DEV_ONESHOT_LL : ZN_DEV_ONESHOT;
     else if (f && !strcmp(f, "twoshot"))
         k.algo = ZN_DEV_TWOSHOT;
+    else if (ll_ok)
+        k.algo = ZN_DEV_ONESHOT_LL;
     else
         k.algo = bytes <= 256 * 1024 ? ZN_DEV_ONESHOT : ZN_DEV_TWOSHOT;
-    k.nch = channels(cx, a->coll == ZN_COLL_ALLREDUCE && k.algo == ZN_DEV_TWOSHOT
-                             ? bytes / (size_t)cx->dev.nranks
-                             : bytes);
+    if (a->coll != ZN_COLL_ALLREDUCE) k.algo = ZN_DEV_ONESHOT;
+    if (k.algo == ZN_DEV_ONESHOT_LL)
+        k.nch = channels(cx, bytes, ZN_DEV_LL_BYTES / 2); /* a channel's data fits its buffer */
+    else
+        k.nch = channels(cx, k.algo == ZN_DEV_TWOSHOT ? bytes / (size_t)cx->dev.nranks : bytes,
+                         32 * 1024);
     zn_log(ZN_LOG_INFO, ZN_TUNE, "%s count %zu type %d: GPU %s, %d channel(s)",
            zn_coll_name(a->coll), a->count, (int)a->dtype,
-           a->coll == ZN_COLL_ALLREDUCE ? (k.algo == ZN_DEV_TWOSHOT ? "two-shot" : "one-shot")
-                                        : "direct",
+           a->coll != ZN_COLL_ALLREDUCE  ? "direct"
+           : k.algo == ZN_DEV_TWOSHOT     ? "two-shot"
+           : k.algo == ZN_DEV_ONESHOT_LL ? "one-shot LL"
+                                          : "one-shot",
            k.nch);
     ZN_CHECK(zn_cuda_order(cx, o->stream));
     int e = zn_dev_launch_coll(&k, o->stream);
