@@ -40,10 +40,11 @@ if [ "$what" = quick ] || [ "$what" = all ]; then
     step staged_procs 120 env ZINC_P2P_DISABLE=1 $R -n 2 $P all_reduce -b 8 -e 4M -f 8 -c 1 -n 2 -w 1
     step staged_threads 120 env ZINC_P2P_DISABLE=1 $P all_gather -g 2 -b 8 -e 4M -f 8 -c 1 -n 2 -w 1
 fi
-if [ "$what" = tests ] || [ "$what" = all ]; then
-    step ctest_gpu 560 ctest --test-dir build -L gpu --output-on-failure
-fi
 if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = quick ]; then
     step bench 400 env OUT_DIR="$out/bench" ITERS=${ITERS:-20} bash bench/gpu-vs-nccl.sh "$ngpu" "${MAXBYTES:-1G}"
+fi
+if [ "$what" = tests ] || [ "$what" = all ]; then
+    step ctest_gpu "${CTEST_TIMEOUT:-560}" ctest --test-dir build -L gpu -R "${CTEST_FILTER:-.}" --output-on-failure
+    grep -E "tests passed|Failed|Passed" "$out/ctest_gpu.log" | tail -60 >>"$out/summary.txt"
 fi
 cat "$out/summary.txt"

@@ -201,6 +201,7 @@ static ncclResult_t setup_cuda_words(struct ncclComm *c)
     x->cuda_dev = c->cuda_dev;
     x->max_ch = ZN_DEV_MAX_CH;
     x->force_algo = *zn_params()->algo ? zn_params()->algo : NULL;
+    x->force_proto = *zn_params()->proto ? zn_params()->proto : NULL;
     return ncclSuccess;
 }
 
@@ -234,12 +235,13 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
                 *why ? why : "another rank's GPUs cannot reach every peer");
         return setup_cuda_words(c);
     }
-    size_t slot = 128 * 1024;
+    size_t slot = 256 * 1024;
     ZN_CHECK(zn_p2p_create(&c->tctx, c->cuda_dev, zn_dev_arena_bytes(c->nranks, slot), &c->p2p));
     ZN_CHECK(setup_cuda_words(c));
     struct zn_cuda_ctx *x = &c->cuda;
     for (int r = 0; r < c->nranks; r++) x->dev.arena[r] = c->p2p->peer[r];
     x->dev.slot_bytes = slot;
+    x->dev.ll_off = zn_dev_ll_off(c->nranks, slot);
     return ncclSuccess;
 }
 

@@ -50,23 +50,59 @@ __device__ void piece(uint64_t w, int n, int j, uint64_t *start, uint64_t *len)
     *len = s < w ? (w - s < pl ? w - s : pl) : 0;
 }
 
-/* Block-wide: out[i] = srcs[0][i] op srcs[1][i] ... in order; srcs[scale_idx] is this rank's
- * own input, multiplied by scalar first for PreMulSum; post_div divides integer sums (avg).
- * Peer sources are arena slots and are read through L2. */
-template <typename T>
-__device__ void reduce_n(T *out, const T *const *srcs, int n, uint64_t cnt, int op, int self,
-                         int premul, T scalar, int post_div)
+/* Block-wide: out[i] = srcs[0][i] op srcs[1][i] ... in order; srcs[self] is this rank's own
+ * input, multiplied by scalar first for PreMulSum; post_div divides integer sums (avg). Peer
+ * sources are arena slots and are read through L2. 16-byte vectors where every pointer
+ * allows, one element at a time for the rest. One instance per (type, op) so the op folds. */
+template <typename T, int OP>
+__device__ __noinline__ void reduce_n_op(T *out, const T *const *srcs, int n, uint64_t cnt,
+                                         int self, int premul, T scalar, int post_div)
 {
-    for (uint64_t i = threadIdx.x; i < cnt; i += blockDim.x) {
+    constexpr int V = 16 / sizeof(T);
+    union Vec {
+        uint4 u;
+        T t[V];
+    };
+    bool aligned = ((uintptr_t)out & 15) == 0;
+    for (int k = 0; k < n; k++) aligned = aligned && ((uintptr_t)srcs[k] & 15) == 0;
+    uint64_t nv = aligned ? cnt / V : 0;
+    for (uint64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+        Vec acc, x;
+        acc.u = self == 0 ? ((const uint4 *)srcs[0])[v] : __ldcg((const uint4 *)srcs[0] + v);
+        if (self == 0 && premul)
+            for (int e = 0; e < V; e++) acc.t[e] = Ops<T>::mul(acc.t[e], scalar);
+        for (int k = 1; k < n; k++) {
+            x.u = self == k ? ((const uint4 *)srcs[k])[v] : __ldcg((const uint4 *)srcs[k] + v);
+            if (self == k && premul)
+                for (int e = 0; e < V; e++) x.t[e] = Ops<T>::mul(x.t[e], scalar);
+            for (int e = 0; e < V; e++) acc.t[e] = Ops<T>::red(acc.t[e], x.t[e], OP);
+        }
+        if (post_div)
+            for (int e = 0; e < V; e++) acc.t[e] = Ops<T>::div_int(acc.t[e], post_div);
+        ((uint4 *)out)[v] = acc.u;
+    }
+    for (uint64_t i = nv * V + threadIdx.x; i < cnt; i += blockDim.x) {
         T acc = self == 0 ? srcs[0][i] : ldcg(srcs[0] + i);
         if (self == 0 && premul) acc = Ops<T>::mul(acc, scalar);
         for (int k = 1; k < n; k++) {
             T v = self == k ? srcs[k][i] : ldcg(srcs[k] + i);
             if (self == k && premul) v = Ops<T>::mul(v, scalar);
-            acc = Ops<T>::red(acc, v, op);
+            acc = Ops<T>::red(acc, v, OP);
         }
         if (post_div) acc = Ops<T>::div_int(acc, post_div);
         out[i] = acc;
+    }
+}
+
+template <typename T>
+__device__ void reduce_n(T *out, const T *const *srcs, int n, uint64_t cnt, int op, int self,
+                         int premul, T scalar, int post_div)
+{
+    switch (op) {
+    case RED_SUM: reduce_n_op<T, RED_SUM>(out, srcs, n, cnt, self, premul, scalar, post_div); break;
+    case RED_PROD: reduce_n_op<T, RED_PROD>(out, srcs, n, cnt, self, premul, scalar, post_div); break;
+    case RED_MAX: reduce_n_op<T, RED_MAX>(out, srcs, n, cnt, self, premul, scalar, post_div); break;
+    default: reduce_n_op<T, RED_MIN>(out, srcs, n, cnt, self, premul, scalar, post_div); break;
     }
 }
 
@@ -109,6 +145,127 @@ template <typename T> __device__ void allreduce_oneshot(Chan &s, const zn_dev_co
         for (int j = 0; j < n; j++)
             if (j != me) release(s, j);
     }
+}
+
+__device__ __forceinline__ uint4 ld_v4(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void st_v4(uint4 *p, uint4 v)
+{
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y),
+                 "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+/* 8 bytes of buf at packet p (of nbytes), zero-padded past the end; any alignment. */
+__device__ __forceinline__ uint64_t load8(const uint8_t *buf, uint64_t p, uint64_t nbytes)
+{
+    uint64_t off = p * 8, v = 0;
+    if (off + 8 <= nbytes && ((uintptr_t)(buf + off) & 7) == 0) return *(const uint64_t *)(buf + off);
+    for (int b = 0; b < 8 && off + b < nbytes; b++) v |= (uint64_t)buf[off + b] << (8 * b);
+    return v;
+}
+
+__device__ __forceinline__ void store8(uint8_t *buf, uint64_t p, uint64_t nbytes, uint64_t v)
+{
+    uint64_t off = p * 8;
+    if (off + 8 <= nbytes && ((uintptr_t)(buf + off) & 7) == 0) {
+        *(uint64_t *)(buf + off) = v;
+        return;
+    }
+    for (int b = 0; b < 8 && off + b < nbytes; b++) buf[off + b] = (uint8_t)(v >> (8 * b));
+}
+
+/* Small allreduce, LL protocol: every rank writes its data as flagged packets straight into
+ * every peer's LL buffer (no fence, no separate flag) and reduces the packets it receives as
+ * they arrive. The flag is the channel's call counter, so the two buffers alternate between
+ * calls; a rank can only start call k+2 after everyone finished reading call k (each call
+ * needs every rank's data), which makes the alternation safe. */
+template <typename T> __device__ void allreduce_ll(Chan &s, const zn_dev_coll_args &a)
+{
+    constexpr int L = 8 / sizeof(T);
+    union Pack {
+        uint64_t u;
+        T t[L];
+    };
+    const zn_dev_comm &c = a.comm;
+    int me = s.me, n = s.n;
+    __shared__ uint32_t s_epoch;
+    volatile uint64_t *ep = (volatile uint64_t *)(c.arena[me] + ZN_DEV_LLEPOCH_OFF) + s.ch;
+    if (threadIdx.x == 0) s_epoch = (uint32_t)(*ep + 1);
+    __syncthreads();
+    const uint32_t e = s_epoch;
+    const int buf = e & 1;
+    Range r = channel_range(a.count, a.nch, s.ch);
+    const uint8_t *in = (const uint8_t *)a.sendbuf + r.lo * sizeof(T);
+    uint8_t *out = (uint8_t *)a.recvbuf + r.lo * sizeof(T);
+    uint64_t nbytes = (r.hi - r.lo) * sizeof(T), np = (nbytes + 7) / 8;
+    T sc = scalar_of<T>(a);
+    for (uint64_t p = threadIdx.x; p < np; p += blockDim.x) {
+        Pack d;
+        d.u = load8(in, p, nbytes);
+        if (a.premul)
+            for (int l = 0; l < L; l++) d.t[l] = Ops<T>::mul(d.t[l], sc);
+        uint4 pk = make_uint4((uint32_t)d.u, e, (uint32_t)(d.u >> 32), e);
+        for (int k = 1; k < n; k++) {
+            int dst = (me + k) % n;
+            uint4 *line = (uint4 *)(c.arena[dst] + c.ll_off +
+                                    ((size_t)(me * ZN_DEV_MAX_CH + s.ch) * 2 + buf) * ZN_DEV_LL_BYTES) +
+                          p;
+            st_v4(line, pk);
+        }
+    }
+    int failed = 0;
+    for (uint64_t p = threadIdx.x; p < np && !failed; p += blockDim.x) {
+        Pack acc, x;
+        for (int j = 0; j < n; j++) {
+            if (j == me) {
+                x.u = load8(in, p, nbytes);
+                if (a.premul)
+                    for (int l = 0; l < L; l++) x.t[l] = Ops<T>::mul(x.t[l], sc);
+            } else {
+                const uint4 *line =
+                    (const uint4 *)(c.arena[me] + c.ll_off +
+                                    ((size_t)(j * ZN_DEV_MAX_CH + s.ch) * 2 + buf) * ZN_DEV_LL_BYTES) +
+                    p;
+                uint4 v = ld_v4(line);
+                uint64_t t0 = 0;
+                for (unsigned i = 1; v.y != e || v.w != e; i++) {
+                    if ((i & 1023) == 0) {
+                        if (!t0) t0 = globaltimer();
+                        int code = *c.abort_flag ? ZN_DEV_ABORTED
+                                   : globaltimer() - t0 > c.timeout_ns ? ZN_DEV_TIMEOUT
+                                                                       : 0;
+                        if (code) {
+                            if (*c.error == 0) *(volatile uint32_t *)c.error = (uint32_t)code;
+                            __threadfence_system();
+                            failed = 1;
+                            break;
+                        }
+                    }
+                    v = ld_v4(line);
+                }
+                if (failed) break;
+                x.u = (uint64_t)v.x | ((uint64_t)v.z << 32);
+            }
+            if (j == 0)
+                acc = x;
+            else
+                for (int l = 0; l < L; l++) acc.t[l] = Ops<T>::red(acc.t[l], x.t[l], a.op);
+        }
+        if (failed) break;
+        if (a.post_div)
+            for (int l = 0; l < L; l++) acc.t[l] = Ops<T>::div_int(acc.t[l], a.post_div);
+        store8(out, p, nbytes, acc.u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) *ep = e;
 }
 
 template <typename T> __device__ void allreduce_twoshot(Chan &s, const zn_dev_coll_args &a)
@@ -288,6 +445,8 @@ template <typename T> __global__ void __launch_bounds__(ZN_DEV_THREADS) coll_ker
     case ZN_DEV_ALLREDUCE:
         if (a.algo == ZN_DEV_TWOSHOT)
             allreduce_twoshot<T>(s, a);
+        else if (a.algo == ZN_DEV_ONESHOT_LL)
+            allreduce_ll<T>(s, a);
         else
             allreduce_oneshot<T>(s, a);
         break;

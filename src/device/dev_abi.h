@@ -29,18 +29,23 @@
 #include <stdint.h>
 
 #define ZN_DEV_MAX_RANKS  8  /* GPUs of one host on the p2p path */
-#define ZN_DEV_MAX_CH     32 /* channels: thread blocks of a kernel */
+#define ZN_DEV_MAX_CH     64 /* channels: thread blocks of a kernel */
 #define ZN_DEV_NBUF       2  /* slots per FIFO */
 #define ZN_DEV_THREADS    512
 #define ZN_DEV_MAX_P2P    64 /* send/recv operations fused into one launch */
 #define ZN_DEV_ABI_VERSION 1
 
-#define ZN_DEV_CTRL_WORDS (4 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_CTRL_WORDS (5 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF  0
 #define ZN_DEV_ACK_OFF    (ZN_DEV_READY_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_SENT_OFF   (ZN_DEV_ACK_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_RECVD_OFF  (ZN_DEV_SENT_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_LLEPOCH_OFF (ZN_DEV_RECVD_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_DATA_OFF   65536 /* control area, padded */
+/* Low-latency (LL) buffers: 16-byte packets of 8 data bytes, each 4 data bytes next to a 4-byte
+ * flag, so that a reader needs no separate ready flag and no fence: per (src, ch), two
+ * buffers (calls alternate) of ZN_DEV_LL_BYTES. Used for small allreduces. */
+#define ZN_DEV_LL_BYTES   16384
 
 /* Usable from host C and from CUDA device code. */
 #ifdef __CUDACC__
@@ -56,9 +61,14 @@ _Static_assert(8 * ZN_DEV_CTRL_WORDS <= ZN_DEV_DATA_OFF, "control area fits its 
 #endif
 
 /* Arena bytes for a communicator of nranks ranks and this slot size. */
-ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nranks, size_t slot_bytes)
+ZN_DEV_HD static inline size_t zn_dev_ll_off(int nranks, size_t slot_bytes)
 {
     return ZN_DEV_DATA_OFF + (size_t)nranks * ZN_DEV_MAX_CH * ZN_DEV_NBUF * slot_bytes;
+}
+
+ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nranks, size_t slot_bytes)
+{
+    return zn_dev_ll_off(nranks, slot_bytes) + (size_t)nranks * ZN_DEV_MAX_CH * 2 * ZN_DEV_LL_BYTES;
 }
 
 /* Offset of slot (src, ch, buf) in an arena. */
@@ -78,7 +88,7 @@ enum zn_dev_coll {
     ZN_DEV_SCATTER,
 };
 
-enum zn_dev_algo { ZN_DEV_ONESHOT = 0, ZN_DEV_TWOSHOT = 1 };
+enum zn_dev_algo { ZN_DEV_ONESHOT = 0, ZN_DEV_TWOSHOT = 1, ZN_DEV_ONESHOT_LL = 2 };
 
 /* What every kernel of a communicator needs to find its peers and report trouble. */
 struct zn_dev_comm {
@@ -86,6 +96,7 @@ struct zn_dev_comm {
     volatile uint32_t *abort_flag;    /* host-mapped: set by ncclCommAbort */
     uint32_t *error;                  /* host-mapped: a kernel that gives up writes its reason */
     uint64_t slot_bytes;
+    uint64_t ll_off;     /* offset of the LL buffers in every arena */
     uint64_t timeout_ns; /* a wait without progress longer than this fails */
     int32_t rank, nranks;
 };

@@ -138,9 +138,12 @@ __device__ int push(Chan &s, int dst, const T *src, uint64_t n, int premul = 0, 
     __syncthreads();
     if (s.fail) return 0;
     copy_scaled<T>((T *)slot(s, dst, s.me, pos), src, n, premul, scalar);
-    __threadfence_system();
+    /* One fence, by the thread that raises the flag, after the barrier: the barrier orders the
+     * other threads' stores before it, and the fence is cumulative (PTX release semantics), so
+     * a peer that sees the flag sees the whole slot. */
     __syncthreads();
     if (threadIdx.x == 0) {
+        __threadfence_system();
         *ctrl(s.c->arena[dst], ZN_DEV_READY_OFF, s.me, s.ch) = pos + 1;
         s.sent[dst] = pos + 1;
     }

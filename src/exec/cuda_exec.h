@@ -22,6 +22,7 @@ struct zn_cuda_ctx {
     void *last_stream;  /* the stream of the previous launch on this communicator */
     void *last_event;   /* recorded after it: launches on another stream wait for it */
     const char *force_algo;
+    const char *force_proto; /* ZINC_PROTO: LL or SIMPLE */
 };
 
 enum zn_cuda_op_kind { ZN_CUDA_COLL, ZN_CUDA_SEND, ZN_CUDA_RECV };
