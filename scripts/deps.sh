@@ -16,6 +16,7 @@ if [ "$what" = test ]; then
     have_cmd clang || need+=(clang)                  # libFuzzer targets
     have_pkg libclang-rt-14-dev || need+=(libclang-rt-14-dev)
     have_cmd clang-format || need+=(clang-format)    # format check
+    have_cmd pkg-config || need+=(pkg-config)        # install test (pkg-config build)
 fi
 if [ "$what" = bench ]; then
     have_cmd mpicc || need+=(openmpi-bin libopenmpi-dev)

@@ -141,35 +141,6 @@ ZN_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle)
     return ncclSuccess;
 }
 
-ZN_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size,
-       ncclWindow_t *win, int winFlags)
-{
-    return zn_error(ncclInvalidUsage, ZN_CALL,
-                    "ncclCommWindowRegister is not implemented in this build yet (see the README "
-                    "feature table)");
-}
-
-ZN_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win)
-{
-    return zn_error(ncclInvalidUsage, ZN_CALL,
-                    "ncclCommWindowDeregister is not implemented in this build yet");
-}
-
-ZN_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
-{
-    return zn_error(ncclInvalidUsage, ZN_CALL,
-                    "ncclCommRevoke is not implemented in this build yet (see the README feature "
-                    "table); use ncclCommAbort");
-}
-
-ZN_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
-       ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
-{
-    return zn_error(ncclInvalidUsage, ZN_CALL,
-                    "ncclCommShrink is not implemented in this build yet (see the README feature "
-                    "table); ncclCommSplit covers the non-failure case");
-}
-
 ZN_EXPORT const char *zincGetVersionString(void)
 {
     return ZINC_VERSION_STRING;

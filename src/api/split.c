@@ -5,6 +5,7 @@
  * every member derives the same one and different splits never cross-connect.
  */
 #include "group.h"
+#include "mgmt.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,21 +59,29 @@ static ncclResult_t split(struct ncclComm *p, int color, int key, ncclComm_t *ne
         memcpy(&addrs[i], all[i].addr, sizeof(addrs[i]));
     }
     free(all);
+    uint64_t magic = p->comm_hash;
+    uint64_t mix[2] = { seq, (uint64_t)(uint32_t)color };
+    for (int i = 0; i < 2; i++) magic = (magic ^ mix[i]) * 0x100000001b3ull;
+    zn_info(ZN_INIT, "split of comm %p: color %d key %d -> rank %d of %d", (void *)p, color, key,
+            me, m);
+    return zn_comm_create_child(p, m, me, magic | 1, &l, addrs, cfg, newcomm);
+}
+
+ncclResult_t zn_comm_create_child(struct ncclComm *p, int m, int me, uint64_t magic,
+                                  struct zn_boot_listener *l, union zn_sockaddr *addrs,
+                                  const ncclConfig_t *cfg, ncclComm_t *newcomm)
+{
     struct ncclComm *c;
-    res = zn_comm_alloc(m, me, cfg, &c);
+    ncclResult_t res = zn_comm_alloc(m, me, cfg, &c);
     if (res != ncclSuccess) {
         free(addrs);
-        zn_boot_listener_close(&l);
+        zn_boot_listener_close(l);
         return res;
     }
     c->kind = p->kind;
     c->cuda_dev = p->cuda_dev;
-    uint64_t magic = p->comm_hash;
-    uint64_t mix[2] = { seq, (uint64_t)(uint32_t)color };
-    for (int i = 0; i < 2; i++) magic = (magic ^ mix[i]) * 0x100000001b3ull;
-    struct zn_join j = { .from_addrs = 1, .magic = magic | 1, .listener = l, .addrs = addrs };
-    zn_info(ZN_INIT, "split of comm %p: color %d key %d -> rank %d of %d", (void *)p, color, key,
-            me, m);
+    struct zn_join j = { .from_addrs = 1, .magic = magic, .listener = *l, .addrs = addrs };
+    l->fd = -1;
     if (!cfg->blocking) {
         res = zn_comm_setup_async(c, &j);
         if (res != ncclSuccess) {
@@ -102,6 +111,9 @@ ZN_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclCom
                         "ncclCommSplit: invalid color %d (must be >= 0 or NCCL_SPLIT_NOCOLOR)",
                         color);
     ncclResult_t st = (ncclResult_t)atomic_load(&comm->async_err);
+    /* A revoked communicator splits once quiescent, even if a collective tried on it since
+     * then failed (ncclCommRevoke). */
+    if (atomic_load(&comm->revoked) && st != ncclInProgress) st = ncclSuccess;
     if (st != ncclSuccess)
         return zn_error(st == ncclInProgress ? ncclInvalidUsage : st, ZN_INIT,
                         "ncclCommSplit: the parent communicator is %s",

@@ -37,6 +37,13 @@ void zn_boot_abort(struct zn_boot *b, ncclResult_t code, const char *why)
                        zn_now_ns() + 200000000ll, NULL);
 }
 
+void zn_boot_reopen(struct zn_boot *b, const atomic_int *abort_flag)
+{
+    b->failed = 0;
+    b->fail_code = ncclSuccess;
+    b->abort_flag = abort_flag;
+}
+
 ncclResult_t zn_boot_fail_peer(struct zn_boot *b, ncclResult_t code, int peer, const char *what,
                                int err)
 {
@@ -266,8 +273,8 @@ void zn_boot_listener_close(struct zn_boot_listener *l)
     l->fd = -1;
 }
 
-static ncclResult_t boot_alloc(uint64_t magic, int rank, int nranks, const atomic_int *abort_flag,
-                               struct zn_boot **out)
+ncclResult_t zn_boot_alloc(uint64_t magic, int rank, int nranks, const atomic_int *abort_flag,
+                           struct zn_boot **out)
 {
     struct zn_boot *b = calloc(1, sizeof(*b));
     if (!b) return zn_error(ncclSystemError, ZN_BOOT, "out of memory");
@@ -293,8 +300,7 @@ static int have_prev(struct zn_boot *b, void *arg)
     return b->prev_fd >= 0;
 }
 
-/* Connect to the successor and wait for the predecessor's connection. */
-static ncclResult_t ring_connect(struct zn_boot *b, const union zn_sockaddr *next)
+ncclResult_t zn_boot_ring_connect(struct zn_boot *b, const union zn_sockaddr *next)
 {
     if (b->nranks == 1) return ncclSuccess;
     int next_rank = (b->rank + 1) % b->nranks, prev_rank = (b->rank + b->nranks - 1) % b->nranks;
@@ -380,7 +386,7 @@ ncclResult_t zn_boot_init(const ncclUniqueId *uid, int rank, int nranks,
                         "commId is not a unique id made by ncclGetUniqueId (magic 0 or no root "
                         "address): was it broadcast to every rank?");
     struct zn_boot *b;
-    ZN_CHECK(boot_alloc(id.magic, rank, nranks, abort_flag, &b));
+    ZN_CHECK(zn_boot_alloc(id.magic, rank, nranks, abort_flag, &b));
     ncclResult_t res;
     ZN_CHECK_GOTO(zn_boot_listener_create(&b->l), res, fail);
     if (id.rank0_hosts_root && rank == 0) {
@@ -390,7 +396,7 @@ ncclResult_t zn_boot_init(const ncclUniqueId *uid, int rank, int nranks,
     union zn_sockaddr next;
     ZN_CHECK_GOTO(root_exchange(b, &root, &next), res, fail);
     b->addrs[(rank + 1) % nranks] = next;
-    ZN_CHECK_GOTO(ring_connect(b, &next), res, fail);
+    ZN_CHECK_GOTO(zn_boot_ring_connect(b, &next), res, fail);
     b->addrs[rank] = b->l.addr;
     ZN_CHECK_GOTO(zn_boot_allgather(b, b->addrs, sizeof(*b->addrs)), res, fail);
     zn_info(ZN_BOOT, "bootstrap: rank %d of %d connected", rank, nranks);
@@ -406,7 +412,7 @@ ncclResult_t zn_boot_init_addrs(uint64_t magic, int rank, int nranks, struct zn_
                                 struct zn_boot **out)
 {
     struct zn_boot *b;
-    ncclResult_t res = boot_alloc(magic, rank, nranks, abort_flag, &b);
+    ncclResult_t res = zn_boot_alloc(magic, rank, nranks, abort_flag, &b);
     if (res != ncclSuccess) {
         zn_boot_listener_close(l);
         return res;
@@ -414,7 +420,7 @@ ncclResult_t zn_boot_init_addrs(uint64_t magic, int rank, int nranks, struct zn_
     b->l = *l;
     l->fd = -1;
     memcpy(b->addrs, addrs, (size_t)nranks * sizeof(*addrs));
-    ZN_CHECK_GOTO(ring_connect(b, &addrs[(rank + 1) % nranks]), res, fail);
+    ZN_CHECK_GOTO(zn_boot_ring_connect(b, &addrs[(rank + 1) % nranks]), res, fail);
     *out = b;
     return ncclSuccess;
 fail:

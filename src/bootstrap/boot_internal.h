@@ -61,4 +61,10 @@ ncclResult_t zn_boot_fail_peer(struct zn_boot *b, ncclResult_t code, int peer, c
                                int err);
 void zn_boot_peer_str(const struct zn_boot *b, int peer, char *buf, size_t len);
 
+/* A bootstrap with no connections yet (listener closed, addresses unknown). */
+ncclResult_t zn_boot_alloc(uint64_t magic, int rank, int nranks, const atomic_int *abort_flag,
+                           struct zn_boot **out);
+/* Connect to the successor at next and wait for the predecessor's connection. */
+ncclResult_t zn_boot_ring_connect(struct zn_boot *b, const union zn_sockaddr *next);
+
 #endif

@@ -50,6 +50,12 @@ ncclResult_t zn_boot_get_private_id(ncclUniqueId *out);
 ncclResult_t zn_boot_init(const ncclUniqueId *id, int rank, int nranks,
                           const atomic_int *abort_flag, struct zn_boot **out);
 
+/* Join through several roots (ncclCommInitRankScalable; scalable.c says how the roots share
+ * the rendezvous). Every rank passes the same nids ids in the same order; ids that repeat
+ * count once, and a single distinct id is exactly zn_boot_init. Blocking, like zn_boot_init. */
+ncclResult_t zn_boot_init_scalable(const ncclUniqueId *ids, int nids, int rank, int nranks,
+                                   const atomic_int *abort_flag, struct zn_boot **out);
+
 ncclResult_t zn_boot_listener_create(struct zn_boot_listener *l);
 void zn_boot_listener_close(struct zn_boot_listener *l);
 
@@ -68,6 +74,12 @@ ncclResult_t zn_boot_recv(struct zn_boot *b, int peer, uint32_t tag, void *buf, 
 /* Tell the ring neighbour (best effort, non-blocking) that this rank failed and why, so that
  * ranks blocked in a bootstrap collective fail quickly with the reason instead of timing out. */
 void zn_boot_abort(struct zn_boot *b, ncclResult_t code, const char *why);
+
+/* Let the survivors of a failure talk point to point again (ncclCommRevoke, ncclCommShrink
+ * with NCCL_SHRINK_ABORT): forget this bootstrap's failure and watch abort_flag from now on
+ * instead of the one given at creation. Ring collectives may still fail (the ring can pass
+ * through a dead rank); send/recv between live ranks work. No other thread may be using b. */
+void zn_boot_reopen(struct zn_boot *b, const atomic_int *abort_flag);
 
 int zn_boot_rank(const struct zn_boot *b);
 int zn_boot_nranks(const struct zn_boot *b);

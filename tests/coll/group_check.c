@@ -232,7 +232,16 @@ static void test_nonblocking(void)
     int32_t x = 1, y = 0;
     NCCLCHECK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, nb, NULL));
     EXPECT(y == nranks, "non-blocking comm allreduce: %d", y);
-    NCCLCHECK(ncclCommFinalize(nb));
+    /* Finalize of a non-blocking communicator returns ncclInProgress, then completes. */
+    r = ncclCommFinalize(nb);
+    EXPECT(r == ncclInProgress || r == ncclSuccess, "non-blocking finalize returned %d", r);
+    st = ncclInProgress;
+    for (int i = 0; i < 200000 && st == ncclInProgress; i++) {
+        NCCLCHECK(ncclCommGetAsyncError(nb, &st));
+        struct timespec ts = { 0, 100000 };
+        if (st == ncclInProgress) nanosleep(&ts, NULL);
+    }
+    EXPECT(st == ncclSuccess, "non-blocking finalize ended with %d", st);
     NCCLCHECK(ncclCommDestroy(nb));
 }
 
