@@ -183,7 +183,12 @@ static ncclResult_t run_group(struct zn_gop *ops, int n)
     ncclResult_t res = ncclSuccess;
     for (int i = 0; i < n && res == ncclSuccess; i++) {
         ncclResult_t st = (ncclResult_t)atomic_load(&ops[i].comm->async_err);
-        if (st == ncclInProgress)
+        if (atomic_load(&ops[i].comm->revoked))
+            res = zn_error(ncclInvalidUsage, ZN_CALL,
+                           "communicator %p was revoked (ncclCommRevoke): it only accepts "
+                           "ncclCommDestroy, ncclCommSplit and ncclCommShrink",
+                           (void *)ops[i].comm);
+        else if (st == ncclInProgress)
             res = zn_error(ncclInvalidUsage, ZN_CALL,
                            "communicator %p is still initialising (non-blocking init): wait for "
                            "ncclCommGetAsyncError to return ncclSuccess",

@@ -133,6 +133,11 @@ ZN_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int *de
  * connections or shared memory, and destroy is a local matter. */
 static ncclResult_t finalize_job(struct ncclComm *c)
 {
+    /* A cuda communicator's work is done when its kernels are: wait for the device first. */
+    if (c->kind == ZN_COMM_CUDA) {
+        ZN_CHECK(zn_cuda_set_device(c->cuda_dev));
+        ZN_CHECK(zn_cuda_device_sync());
+    }
     ncclResult_t res = zn_boot_barrier(c->boot);
     zn_info(ZN_INIT, "comm %p rank %d finalized%s", (void *)c, c->rank,
             res == ncclSuccess ? "" : " with an error");

@@ -90,19 +90,6 @@ ZN_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm)
     return ncclSuccess;
 }
 
-ZN_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size)
-{
-    return zn_error(ncclInvalidUsage, ZN_ALLOC,
-                    "ncclMemAlloc: CUDA memory allocation is not implemented in this build yet "
-                    "(see the README feature table); host communicators take any host memory");
-}
-
-ZN_API(ncclResult_t, ncclMemFree, void *ptr)
-{
-    return zn_error(ncclInvalidUsage, ZN_ALLOC,
-                    "ncclMemFree: CUDA memory allocation is not implemented in this build yet");
-}
-
 /* Host communicators read and write user memory directly, so registration has nothing to pin
  * or map: the handle only records the range, so that deregistration can be checked. */
 struct zn_reg {

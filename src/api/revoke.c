@@ -87,6 +87,8 @@ static void revoke_start(struct ncclComm *c)
     atomic_store(&c->revoked, 1);
     atomic_store(&c->async_err, ncclInProgress);
     atomic_store(&c->abort_flag, 1);
+    /* GPU kernels of a cuda communicator watch their own (host-mapped) abort word. */
+    if (c->host_words) ((volatile uint32_t *)c->host_words)[0] = 1;
     zn_info(ZN_INIT, "comm %p rank %d revoked", (void *)c, c->rank);
 }
 

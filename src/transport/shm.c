@@ -400,6 +400,10 @@ static void shm_fini(void *state)
             zero = 0;
             atomic_compare_exchange_strong(&c->in->closed, &zero, 1);
         }
+        /* A segment the peer has not mapped yet may hold messages this rank sent before
+         * it left (a send completes once it is in the fifo): keep the name for the peer, which
+         * unlinks it when it maps it, unless the peer is gone. */
+        if (c->seg.owner && !zn_peer_dead(st->watch, c->h.peer)) c->seg.owner = 0;
         zn_shm_detach(&c->seg);
         free(c);
     }
