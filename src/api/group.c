@@ -125,12 +125,13 @@ static ncclResult_t run_cuda_ops(struct zn_gop *ops, int n)
         if (!co) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
         for (int j = i, k = 0; j < n; j++) {
             if (ops[j].comm != c) continue;
-            co[k++] = (struct zn_cuda_op){
-                .kind = ops[j].kind == ZN_GOP_COLL   ? ZN_CUDA_COLL
-                        : ops[j].kind == ZN_GOP_SEND ? ZN_CUDA_SEND
-                                                     : ZN_CUDA_RECV,
-                .a = ops[j].a, .op = ops[j].op, .scalar_dev = ops[j].scalar_dev,
-                .stream = ops[j].stream};
+            co[k++] = (struct zn_cuda_op){ .kind = ops[j].kind == ZN_GOP_COLL   ? ZN_CUDA_COLL
+                                                   : ops[j].kind == ZN_GOP_SEND ? ZN_CUDA_SEND
+                                                                                : ZN_CUDA_RECV,
+                                           .a = ops[j].a,
+                                           .op = ops[j].op,
+                                           .scalar_dev = ops[j].scalar_dev,
+                                           .stream = ops[j].stream };
         }
         ncclResult_t r = zn_cuda_launch(&c->cuda, co, m);
         if (co != stack) free(co);

@@ -206,9 +206,9 @@ static ncclResult_t setup_cuda_words(struct ncclComm *c)
 }
 
 /* GPUs that all reach each other get arenas in device memory and the GPU kernels; others
- * stage through host memory with the host algorithms (exec/cuda_stage.h). Every rank judges the pairs it can
- * see and the verdicts are combined, so the decision is the same everywhere even if some
- * process cannot see some GPU. */
+ * stage through host memory with the host algorithms (exec/cuda_stage.h). Every rank judges the
+ * pairs it can see and the verdicts are combined, so the decision is the same everywhere even if
+ * some process cannot see some GPU. */
 static ncclResult_t setup_cuda(struct ncclComm *c)
 {
     char why[160] = "";
@@ -244,7 +244,6 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     x->dev.ll_off = zn_dev_ll_off(c->nranks, slot);
     return ncclSuccess;
 }
-
 
 static void fill_views(struct ncclComm *c)
 {

@@ -23,7 +23,8 @@
 
 #include <cuda_runtime.h>
 
-namespace zn {
+namespace zn
+{
 
 struct Range {
     uint64_t lo, hi;
@@ -38,7 +39,7 @@ __device__ Range channel_range(uint64_t n, int nch, int ch)
     uint64_t lo = per * ch, hi = lo + per;
     if (lo > n) lo = n;
     if (hi > n) hi = n;
-    return {lo, hi};
+    return { lo, hi };
 }
 
 /* Piece j of a window of w elements split n ways (as the host's shm_rsag). */
@@ -100,7 +101,9 @@ __device__ void reduce_n(T *out, const T *const *srcs, int n, uint64_t cnt, int 
 {
     switch (op) {
     case RED_SUM: reduce_n_op<T, RED_SUM>(out, srcs, n, cnt, self, premul, scalar, post_div); break;
-    case RED_PROD: reduce_n_op<T, RED_PROD>(out, srcs, n, cnt, self, premul, scalar, post_div); break;
+    case RED_PROD:
+        reduce_n_op<T, RED_PROD>(out, srcs, n, cnt, self, premul, scalar, post_div);
+        break;
     case RED_MAX: reduce_n_op<T, RED_MAX>(out, srcs, n, cnt, self, premul, scalar, post_div); break;
     default: reduce_n_op<T, RED_MIN>(out, srcs, n, cnt, self, premul, scalar, post_div); break;
     }
@@ -167,7 +170,8 @@ __device__ __forceinline__ void st_v4(uint4 *p, uint4 v)
 __device__ __forceinline__ uint64_t load8(const uint8_t *buf, uint64_t p, uint64_t nbytes)
 {
     uint64_t off = p * 8, v = 0;
-    if (off + 8 <= nbytes && ((uintptr_t)(buf + off) & 7) == 0) return *(const uint64_t *)(buf + off);
+    if (off + 8 <= nbytes && ((uintptr_t)(buf + off) & 7) == 0)
+        return *(const uint64_t *)(buf + off);
     for (int b = 0; b < 8 && off + b < nbytes; b++) v |= (uint64_t)buf[off + b] << (8 * b);
     return v;
 }
@@ -215,9 +219,10 @@ template <typename T> __device__ void allreduce_ll(Chan &s, const zn_dev_coll_ar
         uint4 pk = make_uint4((uint32_t)d.u, e, (uint32_t)(d.u >> 32), e);
         for (int k = 1; k < n; k++) {
             int dst = (me + k) % n;
-            uint4 *line = (uint4 *)(c.arena[dst] + c.ll_off +
-                                    ((size_t)(me * ZN_DEV_MAX_CH + s.ch) * 2 + buf) * ZN_DEV_LL_BYTES) +
-                          p;
+            uint4 *line =
+                (uint4 *)(c.arena[dst] + c.ll_off +
+                          ((size_t)(me * ZN_DEV_MAX_CH + s.ch) * 2 + buf) * ZN_DEV_LL_BYTES) +
+                p;
             st_v4(line, pk);
         }
     }
@@ -230,16 +235,16 @@ template <typename T> __device__ void allreduce_ll(Chan &s, const zn_dev_coll_ar
                 if (a.premul)
                     for (int l = 0; l < L; l++) x.t[l] = Ops<T>::mul(x.t[l], sc);
             } else {
-                const uint4 *line =
-                    (const uint4 *)(c.arena[me] + c.ll_off +
-                                    ((size_t)(j * ZN_DEV_MAX_CH + s.ch) * 2 + buf) * ZN_DEV_LL_BYTES) +
-                    p;
+                const uint4 *line = (const uint4 *)(c.arena[me] + c.ll_off +
+                                                    ((size_t)(j * ZN_DEV_MAX_CH + s.ch) * 2 + buf) *
+                                                        ZN_DEV_LL_BYTES) +
+                                    p;
                 uint4 v = ld_v4(line);
                 uint64_t t0 = 0;
                 for (unsigned i = 1; v.y != e || v.w != e; i++) {
                     if ((i & 1023) == 0) {
                         if (!t0) t0 = globaltimer();
-                        int code = *c.abort_flag ? ZN_DEV_ABORTED
+                        int code = *c.abort_flag                       ? ZN_DEV_ABORTED
                                    : globaltimer() - t0 > c.timeout_ns ? ZN_DEV_TIMEOUT
                                                                        : 0;
                         if (code) {
@@ -437,7 +442,8 @@ __device__ void move(Chan &s, const zn_dev_coll_args &a)
     }
 }
 
-template <typename T> __global__ void __launch_bounds__(ZN_DEV_THREADS) coll_kernel(zn_dev_coll_args a)
+template <typename T>
+__global__ void __launch_bounds__(ZN_DEV_THREADS) coll_kernel(zn_dev_coll_args a)
 {
     __shared__ Chan s;
     chan_open(s, &a.comm);

@@ -28,24 +28,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZN_DEV_MAX_RANKS  8  /* GPUs of one host on the p2p path */
-#define ZN_DEV_MAX_CH     64 /* channels: thread blocks of a kernel */
-#define ZN_DEV_NBUF       2  /* slots per FIFO */
-#define ZN_DEV_THREADS    512
-#define ZN_DEV_MAX_P2P    64 /* send/recv operations fused into one launch */
+#define ZN_DEV_MAX_RANKS   8  /* GPUs of one host on the p2p path */
+#define ZN_DEV_MAX_CH      64 /* channels: thread blocks of a kernel */
+#define ZN_DEV_NBUF        2  /* slots per FIFO */
+#define ZN_DEV_THREADS     512
+#define ZN_DEV_MAX_P2P     64 /* send/recv operations fused into one launch */
 #define ZN_DEV_ABI_VERSION 1
 
-#define ZN_DEV_CTRL_WORDS (5 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
-#define ZN_DEV_READY_OFF  0
-#define ZN_DEV_ACK_OFF    (ZN_DEV_READY_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
-#define ZN_DEV_SENT_OFF   (ZN_DEV_ACK_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
-#define ZN_DEV_RECVD_OFF  (ZN_DEV_SENT_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_CTRL_WORDS  (5 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_READY_OFF   0
+#define ZN_DEV_ACK_OFF     (ZN_DEV_READY_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_SENT_OFF    (ZN_DEV_ACK_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_RECVD_OFF   (ZN_DEV_SENT_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_LLEPOCH_OFF (ZN_DEV_RECVD_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
-#define ZN_DEV_DATA_OFF   65536 /* control area, padded */
+#define ZN_DEV_DATA_OFF    65536 /* control area, padded */
 /* Low-latency (LL) buffers: 16-byte packets of 8 data bytes, each 4 data bytes next to a 4-byte
  * flag, so that a reader needs no separate ready flag and no fence: per (src, ch), two
  * buffers (calls alternate) of ZN_DEV_LL_BYTES. Used for small allreduces. */
-#define ZN_DEV_LL_BYTES   16384
+#define ZN_DEV_LL_BYTES 16384
 
 /* Usable from host C and from CUDA device code. */
 #ifdef __CUDACC__
@@ -74,7 +74,8 @@ ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nranks, size_t slot_bytes)
 /* Offset of slot (src, ch, buf) in an arena. */
 ZN_DEV_HD static inline size_t zn_dev_slot_off(int src, int ch, int buf, size_t slot_bytes)
 {
-    return ZN_DEV_DATA_OFF + (((size_t)src * ZN_DEV_MAX_CH + (size_t)ch) * ZN_DEV_NBUF + (size_t)buf) * slot_bytes;
+    return ZN_DEV_DATA_OFF +
+           (((size_t)src * ZN_DEV_MAX_CH + (size_t)ch) * ZN_DEV_NBUF + (size_t)buf) * slot_bytes;
 }
 
 enum zn_dev_coll {
@@ -109,13 +110,13 @@ struct zn_dev_coll_args {
     struct zn_dev_comm comm;
     const void *sendbuf;
     void *recvbuf;
-    uint64_t count;  /* NCCL's count (per-block count for blocked collectives) */
-    uint64_t scalar; /* premul: one element of dtype */
+    uint64_t count;         /* NCCL's count (per-block count for blocked collectives) */
+    uint64_t scalar;        /* premul: one element of dtype */
     const void *scalar_dev; /* premul with ncclScalarDevice: read from here instead */
-    int32_t coll;    /* enum zn_dev_coll */
-    int32_t algo;    /* enum zn_dev_algo (allreduce) */
-    int32_t dtype;   /* ncclDataType_t; byte-moving collectives are launched as uint8 */
-    int32_t op;      /* enum zn_red */
+    int32_t coll;           /* enum zn_dev_coll */
+    int32_t algo;           /* enum zn_dev_algo (allreduce) */
+    int32_t dtype;          /* ncclDataType_t; byte-moving collectives are launched as uint8 */
+    int32_t op;             /* enum zn_red */
     int32_t root;
     int32_t nch;
     int32_t premul;
@@ -145,8 +146,8 @@ struct zn_dev_p2p_args {
  * in device memory, so captured graphs replay correctly. */
 #define ZN_DEV_RING 4096
 struct zn_dev_doorbell {
-    volatile uint64_t go;   /* signals so far (GPU writes) */
-    volatile uint64_t done; /* operations finished (proxy writes) */
+    volatile uint64_t go;                /* signals so far (GPU writes) */
+    volatile uint64_t done;              /* operations finished (proxy writes) */
     volatile uint64_t ring[ZN_DEV_RING]; /* the descriptor of signal k at k % ZN_DEV_RING */
 };
 

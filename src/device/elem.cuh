@@ -13,7 +13,8 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
-namespace zn {
+namespace zn
+{
 
 enum { RED_SUM = 0, RED_PROD = 1, RED_MAX = 2, RED_MIN = 3 };
 
@@ -94,17 +95,25 @@ template <typename T, typename U> struct IntOps {
     static __device__ __forceinline__ T div_int(T a, int n)
     {
         /* C division truncates toward zero, as the host's zn_divide_int. */
-        if constexpr (sizeof(T) == 1) return (T)((int)a / n);
-        else return (T)(a / (T)n);
+        if constexpr (sizeof(T) == 1)
+            return (T)((int)a / n);
+        else
+            return (T)(a / (T)n);
     }
 };
 
-template <> struct Ops<int8_t> : IntOps<int8_t, uint8_t> {};
-template <> struct Ops<uint8_t> : IntOps<uint8_t, uint8_t> {};
-template <> struct Ops<int32_t> : IntOps<int32_t, uint32_t> {};
-template <> struct Ops<uint32_t> : IntOps<uint32_t, uint32_t> {};
-template <> struct Ops<int64_t> : IntOps<int64_t, uint64_t> {};
-template <> struct Ops<uint64_t> : IntOps<uint64_t, uint64_t> {};
+template <> struct Ops<int8_t> : IntOps<int8_t, uint8_t> {
+};
+template <> struct Ops<uint8_t> : IntOps<uint8_t, uint8_t> {
+};
+template <> struct Ops<int32_t> : IntOps<int32_t, uint32_t> {
+};
+template <> struct Ops<uint32_t> : IntOps<uint32_t, uint32_t> {
+};
+template <> struct Ops<int64_t> : IntOps<int64_t, uint64_t> {
+};
+template <> struct Ops<uint64_t> : IntOps<uint64_t, uint64_t> {
+};
 
 template <> struct Ops<float> {
     static __device__ __forceinline__ float red(float a, float b, int op)
@@ -148,7 +157,7 @@ struct HalfT {
     {
         __half_raw r = __half_raw(__float2half_rn(f));
         if (f != f) r.x = 0x7fff;
-        return half_t{r.x};
+        return half_t{ r.x };
     }
 };
 struct Bf16T {
@@ -160,14 +169,13 @@ struct Bf16T {
     {
         __nv_bfloat16_raw r = __nv_bfloat16_raw(__float2bfloat16_rn(f));
         if (f != f) r.x = 0x7fff;
-        return bf16_t{r.x};
+        return bf16_t{ r.x };
     }
 };
 template <int FMT> struct Fp8T {
     static __device__ __forceinline__ float dec(uint8_t x)
     {
-        __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)x,
-                                               FMT ? __NV_E5M2 : __NV_E4M3);
+        __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)x, FMT ? __NV_E5M2 : __NV_E4M3);
         return __half2float(__half(h));
     }
     static __device__ __forceinline__ uint8_t enc(float f)
@@ -208,11 +216,11 @@ template <> struct Ops<bf16_t> {
 template <> struct Ops<e4m3_t> {
     static __device__ __forceinline__ e4m3_t red(e4m3_t a, e4m3_t b, int op)
     {
-        return e4m3_t{Fp8T<0>::enc(fred(Fp8T<0>::dec(a.v), Fp8T<0>::dec(b.v), op))};
+        return e4m3_t{ Fp8T<0>::enc(fred(Fp8T<0>::dec(a.v), Fp8T<0>::dec(b.v), op)) };
     }
     static __device__ __forceinline__ e4m3_t mul(e4m3_t a, e4m3_t s)
     {
-        return e4m3_t{Fp8T<0>::enc(canon(Fp8T<0>::dec(a.v) * Fp8T<0>::dec(s.v)))};
+        return e4m3_t{ Fp8T<0>::enc(canon(Fp8T<0>::dec(a.v) * Fp8T<0>::dec(s.v))) };
     }
     static __device__ __forceinline__ e4m3_t div_int(e4m3_t a, int n)
     {
@@ -222,11 +230,11 @@ template <> struct Ops<e4m3_t> {
 template <> struct Ops<e5m2_t> {
     static __device__ __forceinline__ e5m2_t red(e5m2_t a, e5m2_t b, int op)
     {
-        return e5m2_t{Fp8T<1>::enc(fred(Fp8T<1>::dec(a.v), Fp8T<1>::dec(b.v), op))};
+        return e5m2_t{ Fp8T<1>::enc(fred(Fp8T<1>::dec(a.v), Fp8T<1>::dec(b.v), op)) };
     }
     static __device__ __forceinline__ e5m2_t mul(e5m2_t a, e5m2_t s)
     {
-        return e5m2_t{Fp8T<1>::enc(canon(Fp8T<1>::dec(a.v) * Fp8T<1>::dec(s.v)))};
+        return e5m2_t{ Fp8T<1>::enc(canon(Fp8T<1>::dec(a.v) * Fp8T<1>::dec(s.v))) };
     }
     static __device__ __forceinline__ e5m2_t div_int(e5m2_t a, int n)
     {

@@ -14,7 +14,8 @@
 #include "dev_abi.h"
 #include "elem.cuh"
 
-namespace zn {
+namespace zn
+{
 
 __device__ __forceinline__ uint64_t globaltimer()
 {
@@ -52,8 +53,10 @@ static __device__ int wait_geq(const Chan &s, volatile uint64_t *p, uint64_t v)
         if (*p >= v) return 1;
         if ((i & 1023) == 0) {
             int code = 0;
-            if (*s.c->abort_flag) code = ZN_DEV_ABORTED;
-            else if (globaltimer() - t0 > s.c->timeout_ns) code = ZN_DEV_TIMEOUT;
+            if (*s.c->abort_flag)
+                code = ZN_DEV_ABORTED;
+            else if (globaltimer() - t0 > s.c->timeout_ns)
+                code = ZN_DEV_TIMEOUT;
             if (code) {
                 volatile uint32_t *e = s.c->error;
                 if (*e == 0) *e = (uint32_t)code;
@@ -133,8 +136,8 @@ __device__ int push(Chan &s, int dst, const T *src, uint64_t n, int premul = 0, 
 {
     uint64_t pos = s.sent[dst];
     if (threadIdx.x == 0 && pos >= ZN_DEV_NBUF)
-        s.fail = !wait_geq(s, ctrl(s.c->arena[s.me], ZN_DEV_ACK_OFF, dst, s.ch),
-                           pos + 1 - ZN_DEV_NBUF);
+        s.fail =
+            !wait_geq(s, ctrl(s.c->arena[s.me], ZN_DEV_ACK_OFF, dst, s.ch), pos + 1 - ZN_DEV_NBUF);
     __syncthreads();
     if (s.fail) return 0;
     copy_scaled<T>((T *)slot(s, dst, s.me, pos), src, n, premul, scalar);

@@ -13,7 +13,8 @@
 
 #include <cuda_runtime.h>
 
-namespace zn {
+namespace zn
+{
 
 __global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(zn_dev_p2p_args a)
 {
@@ -73,8 +74,10 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(zn_dev_p2p_args a)
         /* Nothing could move: bounded by the timeout and the abort flag, like every wait. */
         if (threadIdx.x == 0) {
             idle = 0;
-            if (*a.comm.abort_flag) idle = ZN_DEV_ABORTED;
-            else if (globaltimer() - t0 > a.comm.timeout_ns) idle = ZN_DEV_TIMEOUT;
+            if (*a.comm.abort_flag)
+                idle = ZN_DEV_ABORTED;
+            else if (globaltimer() - t0 > a.comm.timeout_ns)
+                idle = ZN_DEV_TIMEOUT;
             if (idle && *a.comm.error == 0) {
                 *(volatile uint32_t *)a.comm.error = (uint32_t)idle;
                 __threadfence_system();

@@ -4,7 +4,8 @@
 
 #include <cuda_runtime.h>
 
-namespace zn {
+namespace zn
+{
 
 __global__ void signal_kernel(zn_dev_doorbell *bell, uint64_t *seq, uint64_t id)
 {
@@ -23,8 +24,10 @@ __global__ void wait_kernel(zn_dev_doorbell *bell, const uint64_t *seq, zn_dev_c
     for (unsigned i = 1; bell->done < target; i++) {
         if ((i & 1023) == 0) {
             int code = 0;
-            if (*comm.abort_flag) code = ZN_DEV_ABORTED;
-            else if (globaltimer() - t0 > comm.timeout_ns) code = ZN_DEV_TIMEOUT;
+            if (*comm.abort_flag)
+                code = ZN_DEV_ABORTED;
+            else if (globaltimer() - t0 > comm.timeout_ns)
+                code = ZN_DEV_TIMEOUT;
             if (code) {
                 if (*comm.error == 0) *(volatile uint32_t *)comm.error = (uint32_t)code;
                 __threadfence_system();

@@ -21,10 +21,14 @@ static int channels(const struct zn_cuda_ctx *cx, size_t bytes, size_t per)
 }
 
 static const int dev_coll[ZN_NCOLLS] = {
-    [ZN_COLL_ALLREDUCE] = ZN_DEV_ALLREDUCE,         [ZN_COLL_BROADCAST] = ZN_DEV_BROADCAST,
-    [ZN_COLL_REDUCE] = ZN_DEV_REDUCE,               [ZN_COLL_ALLGATHER] = ZN_DEV_ALLGATHER,
-    [ZN_COLL_REDUCESCATTER] = ZN_DEV_REDUCESCATTER, [ZN_COLL_ALLTOALL] = ZN_DEV_ALLTOALL,
-    [ZN_COLL_GATHER] = ZN_DEV_GATHER,               [ZN_COLL_SCATTER] = ZN_DEV_SCATTER,
+    [ZN_COLL_ALLREDUCE] = ZN_DEV_ALLREDUCE,
+    [ZN_COLL_BROADCAST] = ZN_DEV_BROADCAST,
+    [ZN_COLL_REDUCE] = ZN_DEV_REDUCE,
+    [ZN_COLL_ALLGATHER] = ZN_DEV_ALLGATHER,
+    [ZN_COLL_REDUCESCATTER] = ZN_DEV_REDUCESCATTER,
+    [ZN_COLL_ALLTOALL] = ZN_DEV_ALLTOALL,
+    [ZN_COLL_GATHER] = ZN_DEV_GATHER,
+    [ZN_COLL_SCATTER] = ZN_DEV_SCATTER,
 };
 
 static int reduces(enum zn_coll c)
@@ -110,9 +114,9 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
     zn_log(ZN_LOG_INFO, ZN_TUNE, "%s count %zu type %d: GPU %s, %d channel(s)",
            zn_coll_name(a->coll), a->count, (int)a->dtype,
            a->coll != ZN_COLL_ALLREDUCE  ? "direct"
-           : k.algo == ZN_DEV_TWOSHOT     ? "two-shot"
+           : k.algo == ZN_DEV_TWOSHOT    ? "two-shot"
            : k.algo == ZN_DEV_ONESHOT_LL ? "one-shot LL"
-                                          : "one-shot",
+                                         : "one-shot",
            k.nch);
     ZN_CHECK(zn_cuda_order(cx, o->stream));
     int e = zn_dev_launch_coll(&k, o->stream);
@@ -152,9 +156,9 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, i
                 return zn_error(ncclInvalidUsage, ZN_COLL,
                                 "send to self of %zu bytes but receive from self of %zu bytes",
                                 bytes, ops[j].a.count * ops[j].a.esize);
-            if (bytes && cudaMemcpyAsync(ops[j].a.recvbuf, o->a.sendbuf, bytes,
-                                         cudaMemcpyDeviceToDevice,
-                                         (cudaStream_t)stream) != cudaSuccess)
+            if (bytes &&
+                cudaMemcpyAsync(ops[j].a.recvbuf, o->a.sendbuf, bytes, cudaMemcpyDeviceToDevice,
+                                (cudaStream_t)stream) != cudaSuccess)
                 return zn_error(ncclUnhandledCudaError, ZN_COLL, "cudaMemcpyAsync failed");
             continue;
         }
@@ -164,9 +168,12 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, i
                             "more than %d sends and receives with peers in one group on a GPU "
                             "communicator (not supported yet: split the group)",
                             ZN_DEV_MAX_P2P);
-        k.ops[k.nops++] = (struct zn_dev_p2p_op){
-            .buf = o->kind == ZN_CUDA_SEND ? (void *)o->a.sendbuf : o->a.recvbuf,
-            .bytes = bytes, .peer = o->a.root, .is_send = o->kind == ZN_CUDA_SEND};
+        k.ops[k.nops++] =
+            (struct zn_dev_p2p_op){ .buf = o->kind == ZN_CUDA_SEND ? (void *)o->a.sendbuf
+                                                                   : o->a.recvbuf,
+                                    .bytes = bytes,
+                                    .peer = o->a.root,
+                                    .is_send = o->kind == ZN_CUDA_SEND };
         if (bytes > maxb) maxb = bytes;
     }
     if (!k.nops) return ncclSuccess;
@@ -178,8 +185,8 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, i
     ZN_CHECK(zn_cuda_order(cx, stream));
     int e = zn_dev_launch_p2p(&k, stream);
     if (e)
-        return zn_error(ncclUnhandledCudaError, ZN_COLL, "launching the send/recv kernel failed: %s",
-                        zn_dev_error_string(e));
+        return zn_error(ncclUnhandledCudaError, ZN_COLL,
+                        "launching the send/recv kernel failed: %s", zn_dev_error_string(e));
     return zn_cuda_note(cx, stream);
 }
 

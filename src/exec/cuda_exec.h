@@ -14,13 +14,13 @@ struct zn_stage;
 
 /* The executor's view of a cuda communicator. */
 struct zn_cuda_ctx {
-    struct zn_stage *stage;       /* staged path (exec/cuda_stage.h), or NULL for GPU kernels */
-    struct zn_dev_comm dev;       /* what kernels get */
-    int cuda_dev;                 /* device ordinal in this process */
+    struct zn_stage *stage;        /* staged path (exec/cuda_stage.h), or NULL for GPU kernels */
+    struct zn_dev_comm dev;        /* what kernels get */
+    int cuda_dev;                  /* device ordinal in this process */
     volatile uint32_t *error_host; /* host view of dev.error */
     int max_ch;
-    void *last_stream;  /* the stream of the previous launch on this communicator */
-    void *last_event;   /* recorded after it: launches on another stream wait for it */
+    void *last_stream; /* the stream of the previous launch on this communicator */
+    void *last_event;  /* recorded after it: launches on another stream wait for it */
     const char *force_algo;
     const char *force_proto; /* ZINC_PROTO: LL or SIMPLE */
 };

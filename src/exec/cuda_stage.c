@@ -25,8 +25,7 @@ struct zn_stage_desc {
 static ncclResult_t cuda_err(cudaError_t e, const char *what)
 {
     if (e == cudaSuccess) return ncclSuccess;
-    return zn_error(ncclUnhandledCudaError, ZN_PROXY, "%s failed: %s", what,
-                    cudaGetErrorString(e));
+    return zn_error(ncclUnhandledCudaError, ZN_PROXY, "%s failed: %s", what, cudaGetErrorString(e));
 }
 
 /* --- the proxy thread ------------------------------------------------------------------ */
@@ -68,7 +67,7 @@ static void *proxy_main(void *arg)
         if (processed == go) {
             /* Spin a little (a collective right after another is common), then nap. */
             if (++idle > 2000) {
-                struct timespec ts = {0, 20000};
+                struct timespec ts = { 0, 20000 };
                 nanosleep(&ts, NULL);
             }
             continue;
@@ -161,14 +160,38 @@ static void io_bytes(const struct zn_cuda_op *o, int rank, int n, size_t *in, si
         return;
     }
     switch (o->a.coll) {
-    case ZN_COLL_ALLREDUCE: *in = b; *outb = b; break;
-    case ZN_COLL_BROADCAST: *in = root ? b : 0; *outb = b; break;
-    case ZN_COLL_REDUCE: *in = b; *outb = root ? b : 0; break;
-    case ZN_COLL_ALLGATHER: *in = b; *outb = nb; break;
-    case ZN_COLL_REDUCESCATTER: *in = nb; *outb = b; break;
-    case ZN_COLL_ALLTOALL: *in = nb; *outb = nb; break;
-    case ZN_COLL_GATHER: *in = b; *outb = root ? nb : 0; break;
-    case ZN_COLL_SCATTER: *in = root ? nb : 0; *outb = b; break;
+    case ZN_COLL_ALLREDUCE:
+        *in = b;
+        *outb = b;
+        break;
+    case ZN_COLL_BROADCAST:
+        *in = root ? b : 0;
+        *outb = b;
+        break;
+    case ZN_COLL_REDUCE:
+        *in = b;
+        *outb = root ? b : 0;
+        break;
+    case ZN_COLL_ALLGATHER:
+        *in = b;
+        *outb = nb;
+        break;
+    case ZN_COLL_REDUCESCATTER:
+        *in = nb;
+        *outb = b;
+        break;
+    case ZN_COLL_ALLTOALL:
+        *in = nb;
+        *outb = nb;
+        break;
+    case ZN_COLL_GATHER:
+        *in = b;
+        *outb = root ? nb : 0;
+        break;
+    case ZN_COLL_SCATTER:
+        *in = root ? nb : 0;
+        *outb = b;
+        break;
     default: break;
     }
 }
@@ -213,9 +236,8 @@ static ncclResult_t add_desc(struct zn_stage *st, struct zn_stage_desc *d, uint6
 }
 
 /* Stage one descriptor's operations: copies in, doorbell, gate, copies out. */
-static ncclResult_t stage_desc(struct zn_stage *st, struct zn_cuda_ctx *cx,
-                               struct zn_stage_desc *d, const struct zn_cuda_op *orig,
-                               void *stream)
+static ncclResult_t stage_desc(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_stage_desc *d,
+                               const struct zn_cuda_op *orig, void *stream)
 {
     size_t total = 0, ins[MAX_DESC_OPS], outs[MAX_DESC_OPS];
     for (int i = 0; i < d->nops; i++) {
@@ -247,7 +269,8 @@ static ncclResult_t stage_desc(struct zn_stage *st, struct zn_cuda_ctx *cx,
     size_t off = 0;
     for (int i = 0; i < d->nops; i++) {
         const struct zn_cuda_op *o = &orig[i];
-        size_t b = o->a.count * o->a.esize, nb = b * (size_t)st->nranks, sz = align_up(nb > b ? nb : b);
+        size_t b = o->a.count * o->a.esize, nb = b * (size_t)st->nranks,
+               sz = align_up(nb > b ? nb : b);
         uint8_t *hin = mem + off, *hout = mem + off + sz;
         off += 2 * sz;
         d->ops[i].a.sendbuf = hin;

@@ -33,7 +33,7 @@ struct zn_stage {
     size_t pool_size;
     void **retired; /* outgrown pools, freed at the end (a queued copy may still use one) */
     int nretired;
-    atomic_int failed;     /* ncclResult_t of a failed operation (the stream still moves on) */
+    atomic_int failed; /* ncclResult_t of a failed operation (the stream still moves on) */
     char fail_msg[512];
 };
 

@@ -74,11 +74,12 @@ static void uds_name(struct sockaddr_un *a, socklen_t *len, uint64_t hash, int r
 static int send_fd(int sock, int fd)
 {
     char byte = 'z';
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
     char ctl[CMSG_SPACE(sizeof(int))];
     memset(ctl, 0, sizeof(ctl));
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-                       .msg_controllen = sizeof(ctl)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)
+    };
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -90,10 +91,11 @@ static int send_fd(int sock, int fd)
 static int recv_fd(int sock, int *fd)
 {
     char byte;
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
     char ctl[CMSG_SPACE(sizeof(int))];
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-                       .msg_controllen = sizeof(ctl)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)
+    };
     ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
     if (n != 1) return n == 0 ? -EPIPE : -errno;
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
@@ -121,7 +123,7 @@ static void *serve(void *arg)
             s->err = -ETIMEDOUT;
             return NULL;
         }
-        struct pollfd p = {.fd = s->lfd, .events = POLLIN};
+        struct pollfd p = { .fd = s->lfd, .events = POLLIN };
         if (poll(&p, 1, 50) <= 0) continue;
         int c = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) continue;
@@ -145,7 +147,7 @@ static int fetch_fd(uint64_t hash, int peer, int64_t deadline, const atomic_int 
         int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (s < 0) return -errno;
         if (connect(s, (struct sockaddr *)&a, len) == 0) {
-            struct pollfd p = {.fd = s, .events = POLLIN};
+            struct pollfd p = { .fd = s, .events = POLLIN };
             int rc = poll(&p, 1, zn_ms_left(deadline, 60000)) > 0 ? recv_fd(s, fd) : -ETIMEDOUT;
             close(s);
             return rc;
@@ -233,7 +235,7 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, str
     int lfd = -1;
     pthread_t thr;
     int thr_started = 0;
-    struct server srv = {.lfd = -1};
+    struct server srv = { .lfd = -1 };
     ZN_CHECK_GOTO(zn_cuda_set_device(dev), res, fail);
     ZN_CHECK_GOTO(alloc_local(p, dev, bytes, &all[ctx->rank]), res, fail);
     ZN_CHECK_GOTO(zn_cuda_bus_id(dev, all[ctx->rank].bus_id, sizeof(all[ctx->rank].bus_id)), res,
@@ -255,9 +257,11 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, str
         /* cuMem arenas are mapped through an imported fd by every peer, in this process or
          * not: access rights are per mapping, and each importer sets its own. */
         int others = ctx->nranks - 1;
-        srv = (struct server){.lfd = lfd, .expected = others, .mem = &p->local,
-                              .deadline = zn_now_ns() + zn_timeout_ns(),
-                              .abort_flag = ctx->abort_flag};
+        srv = (struct server){ .lfd = lfd,
+                               .expected = others,
+                               .mem = &p->local,
+                               .deadline = zn_now_ns() + zn_timeout_ns(),
+                               .abort_flag = ctx->abort_flag };
         if (others) {
             if (pthread_create(&thr, NULL, serve, &srv) != 0) {
                 res = zn_error(ncclSystemError, ZN_P2P, "p2p: cannot start the fd server thread");

@@ -34,8 +34,7 @@ struct zn_p2p {
 int zn_p2p_usable(const struct zn_tctx *ctx, const char (*bus_ids)[20], char *why, size_t len);
 
 /* Collective: allocate this rank's arena of bytes on dev (zeroed) and map everyone's. */
-ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes,
-                           struct zn_p2p **out);
+ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, struct zn_p2p **out);
 void zn_p2p_destroy(struct zn_p2p *p);
 
 #endif

@@ -244,8 +244,8 @@ static ncclResult_t map_rw(struct zn_cumem *m, CUmemGenericAllocationHandle h, i
         drv.memAddressFree(va, m->size);
         return r;
     }
-    CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
-                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemAccessDesc acc = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev },
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     r = drv_check(drv.memSetAccess(va, m->size, &acc, 1), "cuMemSetAccess");
     if (r != ncclSuccess) {
         drv.memUnmap(va, m->size);
@@ -270,7 +270,7 @@ ncclResult_t zn_cumem_alloc(int dev, size_t size, struct zn_cumem *out)
     ZN_CHECK(drv_check(drv.memGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
                        "cuMemGetAllocationGranularity"));
     if (!gran) gran = 2 << 20;
-    struct zn_cumem m = {.size = (size + gran - 1) / gran * gran};
+    struct zn_cumem m = { .size = (size + gran - 1) / gran * gran };
     if (!m.size) m.size = gran;
     CUmemGenericAllocationHandle h;
     ZN_CHECK(drv_check(drv.memCreate(&h, m.size, &prop, 0), "cuMemCreate"));
@@ -300,10 +300,10 @@ ncclResult_t zn_cumem_import_fd(int fd, size_t size, int dev, struct zn_cumem *o
         return zn_error(ncclUnhandledCudaError, ZN_ALLOC,
                         "the CUDA driver lacks the cuMem virtual memory API");
     CUmemGenericAllocationHandle h;
-    ZN_CHECK(drv_check(drv.memImport(&h, (void *)(uintptr_t)fd,
-                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-                       "cuMemImportFromShareableHandle"));
-    struct zn_cumem m = {.size = size, .imported = 1};
+    ZN_CHECK(drv_check(
+        drv.memImport(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+        "cuMemImportFromShareableHandle"));
+    struct zn_cumem m = { .size = size, .imported = 1 };
     ncclResult_t r = map_rw(&m, h, dev);
     if (r != ncclSuccess) {
         drv.memRelease(h);
@@ -335,7 +335,7 @@ int zn_cumem_lookup(void *ptr, struct zn_cumem *m)
     /* Retain took a reference: drop it, the allocation keeps its own. */
     drv.memRelease(h);
     if (r != CUDA_SUCCESS || (void *)(uintptr_t)base != ptr) return -1;
-    *m = (struct zn_cumem){.ptr = ptr, .size = size, .handle = (uint64_t)h};
+    *m = (struct zn_cumem){ .ptr = ptr, .size = size, .handle = (uint64_t)h };
     return 0;
 }
 
@@ -383,31 +383,97 @@ static ncclResult_t absent(const char *what)
     return zn_error(ncclInvalidUsage, ZN_INIT, "%s: this zinc build has no CUDA support", what);
 }
 
-const char *zn_cuda_last_error_string(void) { return "no CUDA in this build"; }
-int zn_cuda_available(void) { return 0; }
-int zn_cuda_current_device(void) { return -1; }
-ncclResult_t zn_cuda_set_device(int dev) { return absent("cudaSetDevice"); }
-ncclResult_t zn_cuda_bus_id(int dev, char *buf, size_t len) { return absent("bus id"); }
-int zn_cuda_device_by_bus_id(const char *bus_id) { return -1; }
-int zn_cuda_can_access_peer(int dev, int peer) { return 0; }
-ncclResult_t zn_cuda_enable_peer_access(int dev, int peer) { return absent("peer access"); }
-int zn_cuda_cumem_fd_supported(int dev) { return 0; }
-int zn_cuda_sm_count(int dev) { return 0; }
-ncclResult_t zn_cuda_malloc(void **ptr, size_t size, const char *what) { return absent(what); }
+const char *zn_cuda_last_error_string(void)
+{
+    return "no CUDA in this build";
+}
+int zn_cuda_available(void)
+{
+    return 0;
+}
+int zn_cuda_current_device(void)
+{
+    return -1;
+}
+ncclResult_t zn_cuda_set_device(int dev)
+{
+    return absent("cudaSetDevice");
+}
+ncclResult_t zn_cuda_bus_id(int dev, char *buf, size_t len)
+{
+    return absent("bus id");
+}
+int zn_cuda_device_by_bus_id(const char *bus_id)
+{
+    return -1;
+}
+int zn_cuda_can_access_peer(int dev, int peer)
+{
+    return 0;
+}
+ncclResult_t zn_cuda_enable_peer_access(int dev, int peer)
+{
+    return absent("peer access");
+}
+int zn_cuda_cumem_fd_supported(int dev)
+{
+    return 0;
+}
+int zn_cuda_sm_count(int dev)
+{
+    return 0;
+}
+ncclResult_t zn_cuda_malloc(void **ptr, size_t size, const char *what)
+{
+    return absent(what);
+}
 void zn_cuda_free(void *ptr) {}
-ncclResult_t zn_cuda_memset(void *ptr, int v, size_t size) { return absent("cudaMemset"); }
-ncclResult_t zn_cuda_memcpy_htod(void *dst, const void *src, size_t size) { return absent("cudaMemcpy"); }
-ncclResult_t zn_cuda_host_alloc(void **host, void **dev, size_t size) { return absent("cudaHostAlloc"); }
+ncclResult_t zn_cuda_memset(void *ptr, int v, size_t size)
+{
+    return absent("cudaMemset");
+}
+ncclResult_t zn_cuda_memcpy_htod(void *dst, const void *src, size_t size)
+{
+    return absent("cudaMemcpy");
+}
+ncclResult_t zn_cuda_host_alloc(void **host, void **dev, size_t size)
+{
+    return absent("cudaHostAlloc");
+}
 void zn_cuda_host_free(void *host) {}
-ncclResult_t zn_cumem_alloc(int dev, size_t size, struct zn_cumem *out) { return absent("cuMemCreate"); }
-ncclResult_t zn_cumem_export_fd(const struct zn_cumem *m, int *fd) { return absent("cuMem export"); }
-ncclResult_t zn_cumem_import_fd(int fd, size_t size, int dev, struct zn_cumem *out) { return absent("cuMem import"); }
+ncclResult_t zn_cumem_alloc(int dev, size_t size, struct zn_cumem *out)
+{
+    return absent("cuMemCreate");
+}
+ncclResult_t zn_cumem_export_fd(const struct zn_cumem *m, int *fd)
+{
+    return absent("cuMem export");
+}
+ncclResult_t zn_cumem_import_fd(int fd, size_t size, int dev, struct zn_cumem *out)
+{
+    return absent("cuMem import");
+}
 void zn_cumem_free(struct zn_cumem *m) {}
-int zn_cumem_lookup(void *ptr, struct zn_cumem *m) { return -1; }
-ncclResult_t zn_cuda_ipc_get(void *ptr, void *handle64) { return absent("CUDA IPC"); }
-ncclResult_t zn_cuda_ipc_open(const void *handle64, void **ptr) { return absent("CUDA IPC"); }
+int zn_cumem_lookup(void *ptr, struct zn_cumem *m)
+{
+    return -1;
+}
+ncclResult_t zn_cuda_ipc_get(void *ptr, void *handle64)
+{
+    return absent("CUDA IPC");
+}
+ncclResult_t zn_cuda_ipc_open(const void *handle64, void **ptr)
+{
+    return absent("CUDA IPC");
+}
 void zn_cuda_ipc_close(void *ptr) {}
-ncclResult_t zn_cuda_device_sync(void) { return absent("cudaDeviceSynchronize"); }
-int zn_cuda_stream_capturing(cudaStream_t s) { return 0; }
+ncclResult_t zn_cuda_device_sync(void)
+{
+    return absent("cudaDeviceSynchronize");
+}
+int zn_cuda_stream_capturing(cudaStream_t s)
+{
+    return 0;
+}
 
 #endif

@@ -24,25 +24,7 @@ static int rank, nranks;
 static ncclComm_t world;
 static long failures;
 
-#define NCCLCHECK(call)                                                                         \
-    do {                                                                                        \
-        ncclResult_t r_ = (call);                                                               \
-        if (r_ != ncclSuccess) {                                                                \
-            fprintf(stderr, "[%d] %s:%d %s failed: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
-                    ncclGetErrorString(r_), ncclGetLastError(NULL));                            \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
-
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
+#include "mp_check.h"
 
 /* A call expected to fail with want, and a message that holds needle. */
 #define EXPECT_FAIL(call, want, needle)                                                    \

@@ -21,25 +21,7 @@
 static int rank, nranks;
 static long failures;
 
-#define NCCLCHECK(call)                                                                         \
-    do {                                                                                        \
-        ncclResult_t r_ = (call);                                                               \
-        if (r_ != ncclSuccess) {                                                                \
-            fprintf(stderr, "[%d] %s:%d %s failed: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
-                    ncclGetErrorString(r_), ncclGetLastError(NULL));                            \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
-
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
+#include "../coll/mp_check.h"
 
 static int env_int(const char *a, const char *b, int def)
 {
