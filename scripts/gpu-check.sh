@@ -1,15 +1,19 @@
 #!/bin/bash
 # One pass on a GPU machine: build, environment facts, GPU correctness (both process models,
 # graphs, the staged path), then zinc against NCCL. Logs go to $OUT (or ./gpu-out).
-#   scripts/gpu-check.sh [quick|tests|bench|all]
+#   scripts/gpu-check.sh [quick|tests|bench|torch|sweep|all]...   (several run in that order)
+# sweep: large allreduce over ZINC_GPU_CHANNELS x ZINC_GPU_SLOT_SIZE against NCCL; with
+# SWEEP_PICK=1 the best pair is exported for the steps that follow.
 set -uo pipefail
-what=${1:-quick}
+what=" ${*:-quick} "
+has() { [[ "$what" == *" $1 "* || "$what" == *" all "* ]]; }
 here=$(cd "$(dirname "$0")/.." && pwd)
 final=${OUT:-$here/gpu-out}
 out=$(mktemp -d)
 mkdir -p "$final"
 # The device tool returns at most 8 files: logs travel as one archive.
 trap 'tar -C "$out" -czf "$final/logs.tgz" . 2>/dev/null; cp "$out/summary.txt" "$final/" 2>/dev/null; cp "$out/bench/busbw.png" "$final/" 2>/dev/null; cp "$out/bench.log" "$final/bench.md" 2>/dev/null' EXIT
+trap 'exit 143' TERM INT
 export NCCL_NVLS_ENABLE=0 ZINC_TIMEOUT=${ZINC_TIMEOUT:-30}
 cd "$here"
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
@@ -29,7 +33,75 @@ step build 560 bash -c "cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/
 [ -x build/bin/zinc-perf ] || { log "build failed"; tail -30 "$out/build.log"; exit 1; }
 P="build/bin/zinc-perf"
 R="build/bin/zinc-run"
-if [ "$what" = quick ] || [ "$what" = all ]; then
+if has torch; then
+    step torch_zinc 240 bash examples/torch-on-zinc.sh "$ngpu"
+    grep -E "zinc|passed|failed|FAILED|Error|error" "$out/torch_zinc.log" | grep -v Warning | head -20 >>"$out/summary.txt"
+    if ! grep -q "all checks passed" "$out/torch_zinc.log"; then
+        step torch_nccl 200 bash examples/torch-on-zinc.sh "$ngpu" --nccl
+        grep -E "passed|failed|FAILED" "$out/torch_nccl.log" | head -10 >>"$out/summary.txt"
+    fi
+fi
+if has tests; then
+    step ctest_gpu "${CTEST_TIMEOUT:-400}" ctest --test-dir build -L gpu -R "${CTEST_FILTER:-.}" --output-on-failure
+    grep -E "tests passed|Failed|\*\*\*" "$out/ctest_gpu.log" | tail -30 >>"$out/summary.txt"
+fi
+if has sweep; then
+    mkdir -p "$out/sweep"
+    sw=(all_reduce -g "$ngpu" -b 16M -e 1G -f 4 -n 10 -w 3 -c 0)
+    LD_LIBRARY_PATH=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))') \
+        timeout 60 $P "${sw[@]}" >"$out/sweep/nccl.txt" 2>&1 # NCCL in the same sitting
+    for ch in ${SWEEP_CH:-32 64 96 128}; do
+        for sl in ${SWEEP_SLOT:-256K 512K 1M}; do
+            ZINC_GPU_CHANNELS=$ch ZINC_GPU_SLOT_SIZE=$sl timeout 60 $P "${sw[@]}" >"$out/sweep/z_${ch}_$sl.txt" 2>&1
+        done
+    done
+    nccl_lib=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))')
+    sm=(all_reduce -b 8 -e 256K -f 2 -n 300 -w 30 -c 0)
+    LD_LIBRARY_PATH=$nccl_lib timeout 60 $R -n "$ngpu" $P "${sm[@]}" >"$out/sweep/small_nccl.txt" 2>&1
+    for llc in ${SWEEP_LL:-2K 4K 8K}; do
+        ZINC_GPU_LL_CHUNK=$llc timeout 60 $R -n "$ngpu" $P "${sm[@]}" >"$out/sweep/small_z_$llc.txt" 2>&1
+    done
+    python3 - "$out/sweep" <<'PY' | tee -a "$out/summary.txt"
+import glob, os, sys
+def us(f):
+    d = {}
+    for l in open(f):
+        t = l.split()
+        if len(t) >= 12 and t[0].isdigit(): d[int(t[0])] = float(t[5])
+    return d
+d = sys.argv[1]; ref = us(os.path.join(d, "small_nccl.txt"))
+print("small, procs (time zinc/NCCL per size):", " ".join(f"{k}:{v:.1f}" for k, v in sorted(ref.items())))
+for f in sorted(glob.glob(os.path.join(d, "small_z_*.txt"))):
+    z = us(f); r = [z[k] / ref[k] for k in sorted(ref) if k in z and ref[k] > 0]
+    print(os.path.basename(f)[8:-4], " ".join(f"{x:.2f}" for x in r), f" max {max(r):.2f}" if r else "failed")
+PY
+    python3 - "$out/sweep" <<'PY' | tee -a "$out/summary.txt"
+import glob, os, sys
+def bw(f):
+    d = {}
+    for l in open(f):
+        t = l.split()
+        if len(t) >= 12 and t[0].isdigit(): d[int(t[0])] = float(t[7])
+    return d
+d = sys.argv[1]; ref = bw(os.path.join(d, "nccl.txt")); best = None
+print("sweep (busbw zinc/NCCL per size):", " ".join(f"{k}:{v:.0f}" for k, v in sorted(ref.items())))
+for f in sorted(glob.glob(os.path.join(d, "z_*.txt"))):
+    z = bw(f); _, ch, sl = os.path.basename(f)[:-4].split("_")
+    r = [z[k] / ref[k] for k in sorted(ref) if k in z and ref[k] > 0]
+    if not r: print(ch, sl, "failed"); continue
+    print(f"ch={ch:>3} slot={sl:>4}  " + " ".join(f"{x:.3f}" for x in r) + f"  min {min(r):.3f}")
+    if best is None or min(r) > best[0]: best = (min(r), ch, sl)
+if best:
+    print(f"best: ZINC_GPU_CHANNELS={best[1]} ZINC_GPU_SLOT_SIZE={best[2]} (min ratio {best[0]:.3f})")
+    open(os.path.join(d, "best.env"), "w").write(f"export ZINC_GPU_CHANNELS={best[1]} ZINC_GPU_SLOT_SIZE={best[2]}\n")
+PY
+    if [ "${SWEEP_PICK:-0}" = 1 ] && [ -f "$out/sweep/best.env" ]; then
+        . "$out/sweep/best.env"
+        step check_best 120 $P all_reduce -g "$ngpu" -b 8 -e 256M -f 8 -c 1 -n 2 -w 1
+        step check_best_procs 120 $R -n "$ngpu" $P all_reduce -b 1M -e 256M -f 16 -c 1 -n 2 -w 1 -d all
+    fi
+fi
+if has quick; then
     step ar_threads 120 $P all_reduce -g "$ngpu" -b 8 -e 64M -f 8 -c 1 -n 3 -w 1
     step ar_procs 120 $R -n "$ngpu" $P all_reduce -b 8 -e 64M -f 8 -c 1 -n 3 -w 1
     for c in all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter; do
@@ -40,11 +112,7 @@ if [ "$what" = quick ] || [ "$what" = all ]; then
     step staged_procs 120 env ZINC_P2P_DISABLE=1 $R -n 2 $P all_reduce -b 8 -e 4M -f 8 -c 1 -n 2 -w 1
     step staged_threads 120 env ZINC_P2P_DISABLE=1 $P all_gather -g 2 -b 8 -e 4M -f 8 -c 1 -n 2 -w 1
 fi
-if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = quick ]; then
+if has bench || has quick; then
     step bench 400 env OUT_DIR="$out/bench" ITERS=${ITERS:-20} bash bench/gpu-vs-nccl.sh "$ngpu" "${MAXBYTES:-1G}"
-fi
-if [ "$what" = tests ] || [ "$what" = all ]; then
-    step ctest_gpu "${CTEST_TIMEOUT:-560}" ctest --test-dir build -L gpu -R "${CTEST_FILTER:-.}" --output-on-failure
-    grep -E "tests passed|Failed|Passed" "$out/ctest_gpu.log" | tail -60 >>"$out/summary.txt"
 fi
 cat "$out/summary.txt"

@@ -199,7 +199,7 @@ static ncclResult_t setup_cuda_words(struct ncclComm *c)
     x->dev.rank = c->rank;
     x->dev.nranks = c->nranks;
     x->cuda_dev = c->cuda_dev;
-    x->max_ch = ZN_DEV_MAX_CH;
+    x->max_ch = 1;
     x->force_algo = *zn_params()->algo ? zn_params()->algo : NULL;
     x->force_proto = *zn_params()->proto ? zn_params()->proto : NULL;
     return ncclSuccess;
@@ -235,13 +235,43 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
                 *why ? why : "another rank's GPUs cannot reach every peer");
         return setup_cuda_words(c);
     }
-    size_t slot = 256 * 1024;
-    ZN_CHECK(zn_p2p_create(&c->tctx, c->cuda_dev, zn_dev_arena_bytes(c->nranks, slot), &c->p2p));
+    /* Every rank must lay its arena out alike: the values come from each rank's environment,
+     * so a mismatch is refused here rather than corrupting data later. */
+    const struct zn_params *p = zn_params();
+    long long want[2] = { p->gpu_channels, p->gpu_slot_size }, *every = NULL;
+    if (want[0] < 1 || want[0] > ZN_DEV_MAX_CH)
+        return zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_CHANNELS=%lld: must be 1-%d",
+                        want[0], ZN_DEV_MAX_CH);
+    if (want[1] < 64 * 1024 || want[1] > 4 * 1024 * 1024 || want[1] % 4096)
+        return zn_error(ncclInvalidArgument, ZN_INIT,
+                        "ZINC_GPU_SLOT_SIZE=%lld: must be a multiple of 4K from 64K to 4M", want[1]);
+    every = calloc((size_t)c->nranks, sizeof(want));
+    if (!every) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
+    memcpy(every + 2 * c->rank, want, sizeof(want));
+    res = zn_boot_allgather(c->boot, every, sizeof(want));
+    for (int r = 0; r < c->nranks && res == ncclSuccess; r++)
+        if (every[2 * r] != want[0] || every[2 * r + 1] != want[1])
+            res = zn_error(ncclInvalidUsage, ZN_INIT,
+                           "rank %d has ZINC_GPU_CHANNELS=%lld ZINC_GPU_SLOT_SIZE=%lld but rank %d "
+                           "has %lld and %lld: every rank needs the same values",
+                           c->rank, want[0], want[1], r, every[2 * r], every[2 * r + 1]);
+    free(every);
+    ZN_CHECK(res);
+    int nch = (int)want[0];
+    size_t slot = (size_t)want[1];
+    ZN_CHECK(zn_p2p_create(&c->tctx, c->cuda_dev, zn_dev_arena_bytes(c->nranks, nch, slot),
+                           &c->p2p));
     ZN_CHECK(setup_cuda_words(c));
     struct zn_cuda_ctx *x = &c->cuda;
     for (int r = 0; r < c->nranks; r++) x->dev.arena[r] = c->p2p->peer[r];
+    x->max_ch = nch;
+    x->ll_chunk = (size_t)p->gpu_ll_chunk;
+    if (x->ll_chunk < 512 || x->ll_chunk > ZN_DEV_LL_BYTES / 2)
+        return zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_LL_CHUNK=%zu: must be 512-%d",
+                        x->ll_chunk, ZN_DEV_LL_BYTES / 2);
+    x->dev.nch = nch;
     x->dev.slot_bytes = slot;
-    x->dev.ll_off = zn_dev_ll_off(c->nranks, slot);
+    x->dev.ll_off = zn_dev_ll_off(c->nranks, nch, slot);
     return ncclSuccess;
 }
 

@@ -51,36 +51,58 @@ __device__ void piece(uint64_t w, int n, int j, uint64_t *start, uint64_t *len)
     *len = s < w ? (w - s < pl ? w - s : pl) : 0;
 }
 
-/* Block-wide: out[i] = srcs[0][i] op srcs[1][i] ... in order; srcs[self] is this rank's own
- * input, multiplied by scalar first for PreMulSum; post_div divides integer sums (avg). Peer
- * sources are arena slots and are read through L2. 16-byte vectors where every pointer
- * allows, one element at a time for the rest. One instance per (type, op) so the op folds. */
-template <typename T, int OP>
-__device__ __noinline__ void reduce_n_op(T *out, const T *const *srcs, int n, uint64_t cnt,
-                                         int self, int premul, T scalar, int post_div)
+/* One 16-byte vector of a reduction source: this rank's own input through the caches, an arena
+ * slot (written by a peer) through L2 only. */
+__device__ __forceinline__ uint4 ld_src(const void *p, uint64_t v, bool own)
 {
-    constexpr int V = 16 / sizeof(T);
+    return own ? ((const uint4 *)p)[v] : __ldcg((const uint4 *)p + v);
+}
+
+/* Block-wide: out[i] = srcs[0][i] op srcs[1][i] ... in order, and the same result also stored
+ * to extra[0..nextra) (peers' FIFO slots: the two-shot allgather rides on the reduction);
+ * srcs[self] is this rank's own input, multiplied by scalar first for PreMulSum; post_div
+ * divides integer sums (avg). 16-byte vectors where every pointer allows, U of them per thread
+ * with every load issued before the first reduction, one element at a time for the rest. One
+ * instance per (type, op) so the op folds. */
+template <typename T, int OP>
+__device__ __noinline__ void reduce_n_op(T *out, T *const *extra, int nextra, const T *const *srcs,
+                                         int n, uint64_t cnt, int self, int premul, T scalar,
+                                         int post_div)
+{
+    constexpr int V = 16 / sizeof(T), U = 2;
     union Vec {
         uint4 u;
         T t[V];
     };
     bool aligned = ((uintptr_t)out & 15) == 0;
+    for (int k = 0; k < nextra; k++) aligned = aligned && ((uintptr_t)extra[k] & 15) == 0;
     for (int k = 0; k < n; k++) aligned = aligned && ((uintptr_t)srcs[k] & 15) == 0;
     uint64_t nv = aligned ? cnt / V : 0;
-    for (uint64_t v = threadIdx.x; v < nv; v += blockDim.x) {
-        Vec acc, x;
-        acc.u = self == 0 ? ((const uint4 *)srcs[0])[v] : __ldcg((const uint4 *)srcs[0] + v);
-        if (self == 0 && premul)
-            for (int e = 0; e < V; e++) acc.t[e] = Ops<T>::mul(acc.t[e], scalar);
-        for (int k = 1; k < n; k++) {
-            x.u = self == k ? ((const uint4 *)srcs[k])[v] : __ldcg((const uint4 *)srcs[k] + v);
-            if (self == k && premul)
-                for (int e = 0; e < V; e++) x.t[e] = Ops<T>::mul(x.t[e], scalar);
-            for (int e = 0; e < V; e++) acc.t[e] = Ops<T>::red(acc.t[e], x.t[e], OP);
+    for (uint64_t v0 = threadIdx.x; v0 < nv; v0 += (uint64_t)U * blockDim.x) {
+        Vec x[ZN_DEV_MAX_RANKS][U];
+#pragma unroll
+        for (int k = 0; k < ZN_DEV_MAX_RANKS; k++)
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                uint64_t v = v0 + (uint64_t)u * blockDim.x;
+                if (k < n && v < nv) x[k][u].u = ld_src(srcs[k], v, k == self);
+            }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            uint64_t v = v0 + (uint64_t)u * blockDim.x;
+            if (v >= nv) break;
+            if (premul)
+                for (int e = 0; e < V; e++) x[self][u].t[e] = Ops<T>::mul(x[self][u].t[e], scalar);
+            Vec acc = x[0][u];
+#pragma unroll
+            for (int k = 1; k < ZN_DEV_MAX_RANKS; k++)
+                if (k < n)
+                    for (int e = 0; e < V; e++) acc.t[e] = Ops<T>::red(acc.t[e], x[k][u].t[e], OP);
+            if (post_div)
+                for (int e = 0; e < V; e++) acc.t[e] = Ops<T>::div_int(acc.t[e], post_div);
+            ((uint4 *)out)[v] = acc.u;
+            for (int k = 0; k < nextra; k++) ((uint4 *)extra[k])[v] = acc.u;
         }
-        if (post_div)
-            for (int e = 0; e < V; e++) acc.t[e] = Ops<T>::div_int(acc.t[e], post_div);
-        ((uint4 *)out)[v] = acc.u;
     }
     for (uint64_t i = nv * V + threadIdx.x; i < cnt; i += blockDim.x) {
         T acc = self == 0 ? srcs[0][i] : ldcg(srcs[0] + i);
@@ -92,21 +114,23 @@ __device__ __noinline__ void reduce_n_op(T *out, const T *const *srcs, int n, ui
         }
         if (post_div) acc = Ops<T>::div_int(acc, post_div);
         out[i] = acc;
+        for (int k = 0; k < nextra; k++) extra[k][i] = acc;
     }
 }
 
 template <typename T>
-__device__ void reduce_n(T *out, const T *const *srcs, int n, uint64_t cnt, int op, int self,
-                         int premul, T scalar, int post_div)
+__device__ void reduce_n(T *out, T *const *extra, int nextra, const T *const *srcs, int n,
+                         uint64_t cnt, int op, int self, int premul, T scalar, int post_div)
 {
+#define ZN_REDUCE_N(OP)                                                                        \
+    reduce_n_op<T, OP>(out, extra, nextra, srcs, n, cnt, self, premul, scalar, post_div)
     switch (op) {
-    case RED_SUM: reduce_n_op<T, RED_SUM>(out, srcs, n, cnt, self, premul, scalar, post_div); break;
-    case RED_PROD:
-        reduce_n_op<T, RED_PROD>(out, srcs, n, cnt, self, premul, scalar, post_div);
-        break;
-    case RED_MAX: reduce_n_op<T, RED_MAX>(out, srcs, n, cnt, self, premul, scalar, post_div); break;
-    default: reduce_n_op<T, RED_MIN>(out, srcs, n, cnt, self, premul, scalar, post_div); break;
+    case RED_SUM: ZN_REDUCE_N(RED_SUM); break;
+    case RED_PROD: ZN_REDUCE_N(RED_PROD); break;
+    case RED_MAX: ZN_REDUCE_N(RED_MAX); break;
+    default: ZN_REDUCE_N(RED_MIN); break;
     }
+#undef ZN_REDUCE_N
 }
 
 struct Ctx {
@@ -144,7 +168,7 @@ template <typename T> __device__ void allreduce_oneshot(Chan &s, const zn_dev_co
             if (threadIdx.x == 0) srcs[j] = p;
         }
         __syncthreads();
-        reduce_n<T>(out + w0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
+        reduce_n<T>(out + w0, nullptr, 0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
         for (int j = 0; j < n; j++)
             if (j != me) release(s, j);
     }
@@ -220,9 +244,7 @@ template <typename T> __device__ void allreduce_ll(Chan &s, const zn_dev_coll_ar
         for (int k = 1; k < n; k++) {
             int dst = (me + k) % n;
             uint4 *line =
-                (uint4 *)(c.arena[dst] + c.ll_off +
-                          ((size_t)(me * ZN_DEV_MAX_CH + s.ch) * 2 + buf) * ZN_DEV_LL_BYTES) +
-                p;
+                (uint4 *)(c.arena[dst] + zn_dev_ll_buf(c.ll_off, me, s.ch, c.nch, buf)) + p;
             st_v4(line, pk);
         }
     }
@@ -235,10 +257,8 @@ template <typename T> __device__ void allreduce_ll(Chan &s, const zn_dev_coll_ar
                 if (a.premul)
                     for (int l = 0; l < L; l++) x.t[l] = Ops<T>::mul(x.t[l], sc);
             } else {
-                const uint4 *line = (const uint4 *)(c.arena[me] + c.ll_off +
-                                                    ((size_t)(j * ZN_DEV_MAX_CH + s.ch) * 2 + buf) *
-                                                        ZN_DEV_LL_BYTES) +
-                                    p;
+                const uint4 *line =
+                    (const uint4 *)(c.arena[me] + zn_dev_ll_buf(c.ll_off, j, s.ch, c.nch, buf)) + p;
                 uint4 v = ld_v4(line);
                 uint64_t t0 = 0;
                 for (unsigned i = 1; v.y != e || v.w != e; i++) {
@@ -273,6 +293,9 @@ template <typename T> __device__ void allreduce_ll(Chan &s, const zn_dev_coll_ar
     if (threadIdx.x == 0) *ep = e;
 }
 
+/* Per window: reduce-scatter (piece d to rank d, every piece in one pass), the reduction of
+ * this rank's piece written both to its output and straight into every peer's FIFO (the
+ * allgather needs no second pass over the result), then the other ranks' pieces copied out. */
 template <typename T> __device__ void allreduce_twoshot(Chan &s, const zn_dev_coll_args &a)
 {
     int me = s.me, n = s.n;
@@ -282,29 +305,36 @@ template <typename T> __device__ void allreduce_twoshot(Chan &s, const zn_dev_co
     uint64_t W = a.comm.slot_bytes / sizeof(T) * n;
     Range r = channel_range(a.count, a.nch, s.ch);
     __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
+    __shared__ T *dsts[ZN_DEV_MAX_RANKS];
     for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
         uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W, ps, pl, mps, mpl;
-        /* reduce-scatter: piece d to rank d */
         for (int k = 1; k < n; k++) {
-            int d = (me + k) % n;
-            piece(wl, n, d, &ps, &pl);
-            if (!push<T>(s, d, in + w0 + ps, pl, a.premul, sc)) return;
+            T *d = reserve<T>(s, (me + k) % n);
+            if (!d) return;
+            if (threadIdx.x == 0) dsts[k - 1] = d;
         }
+        __syncthreads();
+        for (int k = 1; k < n; k++) {
+            piece(wl, n, (me + k) % n, &ps, &pl);
+            copy_scaled<T>(dsts[k - 1], in + w0 + ps, pl, a.premul, sc);
+        }
+        commit(s, -1);
         piece(wl, n, me, &mps, &mpl);
         for (int j = 0; j < n; j++) {
             const T *p = j == me ? in + w0 + mps : consume<T>(s, j);
             if (!p) return;
             if (threadIdx.x == 0) srcs[j] = p;
         }
+        for (int k = 1; k < n; k++) {
+            T *d = reserve<T>(s, (me + k) % n);
+            if (!d) return;
+            if (threadIdx.x == 0) dsts[k - 1] = d;
+        }
         __syncthreads();
-        reduce_n<T>(out + w0 + mps, srcs, n, mpl, a.op, me, a.premul, sc, a.post_div);
+        reduce_n<T>(out + w0 + mps, dsts, n - 1, srcs, n, mpl, a.op, me, a.premul, sc, a.post_div);
         for (int j = 0; j < n; j++)
             if (j != me) release(s, j);
-        /* allgather of the reduced pieces */
-        __threadfence();
-        __syncthreads();
-        for (int k = 1; k < n; k++)
-            if (!push<T>(s, (me + k) % n, out + w0 + mps, mpl)) return;
+        commit(s, -1);
         for (int k = 1; k < n; k++) {
             int j = (me + n - k) % n;
             const T *p = consume<T>(s, j);
@@ -337,7 +367,7 @@ template <typename T> __device__ void reducescatter(Chan &s, const zn_dev_coll_a
             if (threadIdx.x == 0) srcs[j] = p;
         }
         __syncthreads();
-        reduce_n<T>(out + w0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
+        reduce_n<T>(out + w0, nullptr, 0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
         for (int j = 0; j < n; j++)
             if (j != me) release(s, j);
     }
@@ -364,7 +394,7 @@ template <typename T> __device__ void reduce_root(Chan &s, const zn_dev_coll_arg
             if (threadIdx.x == 0) srcs[j] = p;
         }
         __syncthreads();
-        reduce_n<T>(out + w0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
+        reduce_n<T>(out + w0, nullptr, 0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
         for (int j = 0; j < n; j++)
             if (j != me) release(s, j);
     }

@@ -29,11 +29,11 @@
 #include <stdint.h>
 
 #define ZN_DEV_MAX_RANKS   8  /* GPUs of one host on the p2p path */
-#define ZN_DEV_MAX_CH      64 /* channels: thread blocks of a kernel */
+#define ZN_DEV_MAX_CH      128 /* channels: thread blocks of a kernel */
 #define ZN_DEV_NBUF        2  /* slots per FIFO */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     64 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 1
+#define ZN_DEV_ABI_VERSION 2
 
 #define ZN_DEV_CTRL_WORDS  (5 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
@@ -60,22 +60,30 @@ static_assert(8 * ZN_DEV_CTRL_WORDS <= ZN_DEV_DATA_OFF, "control area fits its p
 _Static_assert(8 * ZN_DEV_CTRL_WORDS <= ZN_DEV_DATA_OFF, "control area fits its page");
 #endif
 
-/* Arena bytes for a communicator of nranks ranks and this slot size. */
-ZN_DEV_HD static inline size_t zn_dev_ll_off(int nranks, size_t slot_bytes)
+/* Arena layout for a communicator of nranks ranks, nch channels (the communicator's most; the
+ * control words always have room for ZN_DEV_MAX_CH) and this slot size: control words, then
+ * the FIFO slots (src, ch, buf), then the LL buffers (src, ch, 2). */
+ZN_DEV_HD static inline size_t zn_dev_ll_off(int nranks, int nch, size_t slot_bytes)
 {
-    return ZN_DEV_DATA_OFF + (size_t)nranks * ZN_DEV_MAX_CH * ZN_DEV_NBUF * slot_bytes;
+    return ZN_DEV_DATA_OFF + (size_t)nranks * (size_t)nch * ZN_DEV_NBUF * slot_bytes;
 }
 
-ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nranks, size_t slot_bytes)
+ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nranks, int nch, size_t slot_bytes)
 {
-    return zn_dev_ll_off(nranks, slot_bytes) + (size_t)nranks * ZN_DEV_MAX_CH * 2 * ZN_DEV_LL_BYTES;
+    return zn_dev_ll_off(nranks, nch, slot_bytes) + (size_t)nranks * (size_t)nch * 2 * ZN_DEV_LL_BYTES;
 }
 
 /* Offset of slot (src, ch, buf) in an arena. */
-ZN_DEV_HD static inline size_t zn_dev_slot_off(int src, int ch, int buf, size_t slot_bytes)
+ZN_DEV_HD static inline size_t zn_dev_slot_off(int src, int ch, int nch, int buf, size_t slot_bytes)
 {
     return ZN_DEV_DATA_OFF +
-           (((size_t)src * ZN_DEV_MAX_CH + (size_t)ch) * ZN_DEV_NBUF + (size_t)buf) * slot_bytes;
+           (((size_t)src * (size_t)nch + (size_t)ch) * ZN_DEV_NBUF + (size_t)buf) * slot_bytes;
+}
+
+/* Offset of LL buffer (src, ch, buf) in an arena. */
+ZN_DEV_HD static inline size_t zn_dev_ll_buf(size_t ll_off, int src, int ch, int nch, int buf)
+{
+    return ll_off + (((size_t)src * (size_t)nch + (size_t)ch) * 2 + (size_t)buf) * ZN_DEV_LL_BYTES;
 }
 
 enum zn_dev_coll {
@@ -100,6 +108,7 @@ struct zn_dev_comm {
     uint64_t ll_off;     /* offset of the LL buffers in every arena */
     uint64_t timeout_ns; /* a wait without progress longer than this fails */
     int32_t rank, nranks;
+    int32_t nch; /* channels the arena has room for (no kernel launches more) */
 };
 
 /* Kernel error codes written to *error (first one wins). */

@@ -41,7 +41,7 @@ __device__ __forceinline__ volatile uint64_t *ctrl(uint8_t *arena, size_t off, i
 __device__ __forceinline__ uint8_t *slot(const Chan &s, int owner, int src, uint64_t pos)
 {
     return s.c->arena[owner] +
-           zn_dev_slot_off(src, s.ch, (int)(pos % ZN_DEV_NBUF), s.c->slot_bytes);
+           zn_dev_slot_off(src, s.ch, s.c->nch, (int)(pos % ZN_DEV_NBUF), s.c->slot_bytes);
 }
 
 /* Thread 0 only: spin until *p >= v. Returns 0 on timeout / abort (error word written). */
@@ -130,27 +130,46 @@ __device__ void copy_scaled(T *dst, const T *src, uint64_t n, int premul, T scal
     for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = Ops<T>::mul(src[i], scalar);
 }
 
-/* Block-wide push of n elements to dst's FIFO. Returns 0 if the wait failed. */
-template <typename T>
-__device__ int push(Chan &s, int dst, const T *src, uint64_t n, int premul = 0, T scalar = T())
+/* Block-wide: the slot of dst's FIFO that the next push fills, once dst has drained it (NULL if
+ * the wait failed). Fill it, then commit(). */
+template <typename T> __device__ T *reserve(Chan &s, int dst)
 {
     uint64_t pos = s.sent[dst];
     if (threadIdx.x == 0 && pos >= ZN_DEV_NBUF)
         s.fail =
             !wait_geq(s, ctrl(s.c->arena[s.me], ZN_DEV_ACK_OFF, dst, s.ch), pos + 1 - ZN_DEV_NBUF);
     __syncthreads();
-    if (s.fail) return 0;
-    copy_scaled<T>((T *)slot(s, dst, s.me, pos), src, n, premul, scalar);
-    /* One fence, by the thread that raises the flag, after the barrier: the barrier orders the
-     * other threads' stores before it, and the fence is cumulative (PTX release semantics), so
-     * a peer that sees the flag sees the whole slot. */
+    if (s.fail) return nullptr;
+    return (T *)slot(s, dst, s.me, pos);
+}
+
+/* Block-wide: the reserved slots of dst (one peer), or of every peer (dst < 0), are filled;
+ * raise their ready counters. One fence, by the thread that raises the flags, after the
+ * barrier: the barrier orders the other threads' stores before it, and the fence is cumulative
+ * (PTX release semantics), so a peer that sees its flag sees the whole slot. */
+static __device__ void commit(Chan &s, int dst)
+{
     __syncthreads();
     if (threadIdx.x == 0) {
         __threadfence_system();
-        *ctrl(s.c->arena[dst], ZN_DEV_READY_OFF, s.me, s.ch) = pos + 1;
-        s.sent[dst] = pos + 1;
+        for (int k = 1; k < s.n; k++) {
+            int d = (s.me + k) % s.n;
+            if (dst >= 0 && d != dst) continue;
+            *ctrl(s.c->arena[d], ZN_DEV_READY_OFF, s.me, s.ch) = s.sent[d] + 1;
+            s.sent[d] += 1;
+        }
     }
-    __syncthreads(); /* every thread sees the new position before the next push */
+    __syncthreads(); /* every thread sees the new positions before the next reserve */
+}
+
+/* Block-wide push of n elements to dst's FIFO. Returns 0 if the wait failed. */
+template <typename T>
+__device__ int push(Chan &s, int dst, const T *src, uint64_t n, int premul = 0, T scalar = T())
+{
+    T *d = reserve<T>(s, dst);
+    if (!d) return 0;
+    copy_scaled<T>(d, src, n, premul, scalar);
+    commit(s, dst);
     return 1;
 }
 

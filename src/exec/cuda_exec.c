@@ -96,7 +96,10 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
     /* Allreduce: LL one-shot (flagged packets, no fences) for small vectors, one-shot (everyone
      * reduces everything) next, two-shot (reduce-scatter + allgather) for large ones. */
     const char *f = cx->force_algo, *proto = cx->force_proto;
-    int ll_ok = bytes <= (size_t)32 * ZN_DEV_LL_BYTES / 2 && !(proto && !strcmp(proto, "SIMPLE"));
+    /* LL carries at most 256 KB, and no channel more than its buffer holds. */
+    size_t ll_max = (size_t)cx->max_ch * (ZN_DEV_LL_BYTES / 2);
+    if (ll_max > 256 * 1024) ll_max = 256 * 1024;
+    int ll_ok = bytes <= ll_max && !(proto && !strcmp(proto, "SIMPLE"));
     if (f && !strcmp(f, "oneshot"))
         k.algo = ll_ok ? ZN_DEV_ONESHOT_LL : ZN_DEV_ONESHOT;
     else if (f && !strcmp(f, "twoshot"))
@@ -107,7 +110,7 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
         k.algo = bytes <= 256 * 1024 ? ZN_DEV_ONESHOT : ZN_DEV_TWOSHOT;
     if (a->coll != ZN_COLL_ALLREDUCE) k.algo = ZN_DEV_ONESHOT;
     if (k.algo == ZN_DEV_ONESHOT_LL)
-        k.nch = channels(cx, bytes, ZN_DEV_LL_BYTES / 2); /* a channel's data fits its buffer */
+        k.nch = channels(cx, bytes, cx->ll_chunk);
     else
         k.nch = channels(cx, k.algo == ZN_DEV_TWOSHOT ? bytes / (size_t)cx->dev.nranks : bytes,
                          32 * 1024);
