@@ -45,16 +45,30 @@ def check(name, got, want, rtol=0.0, atol=0.0):
                         f"expected {want.flatten()[i].item()}")
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
 def loaded_nccl():
-    """The libnccl the process has mapped, its NCCL API level and zinc's version (if zinc)."""
-    path = None
+    """Which file provides the NCCL symbols PyTorch binds to, its API level and zinc's version.
+
+    PyTorch's import may map its wheel's libnccl.so.2 by full path as well; what matters is the
+    definition that symbol lookup finds first in the process's global scope (preloaded
+    libraries come right after the executable), which dlsym on the global handle reports."""
+    mapped = set()
     with open("/proc/self/maps") as f:
         for line in f:
             if "libnccl" in line:
-                path = line.split()[-1]
-                break
-    if path is None:
-        return None, None, None
+                mapped.add(line.split()[-1])
+    glob = ctypes.CDLL(None)
+    try:
+        addr = ctypes.cast(glob.ncclAllReduce, ctypes.c_void_p).value
+    except AttributeError:
+        return None, None, None, sorted(mapped)
+    info = _DlInfo()
+    ctypes.CDLL("libc.so.6").dladdr(ctypes.c_void_p(addr), ctypes.byref(info))
+    path = os.path.realpath(info.dli_fname.decode())
     lib = ctypes.CDLL(path)
     v = ctypes.c_int()
     lib.ncclGetVersion(ctypes.byref(v))
@@ -62,7 +76,7 @@ def loaded_nccl():
     if hasattr(lib, "zincGetVersionString"):
         lib.zincGetVersionString.restype = ctypes.c_char_p
         zinc = lib.zincGetVersionString().decode()
-    return path, v.value, zinc
+    return path, v.value, zinc, sorted(mapped)
 
 
 def collectives(rank, n, dev):
@@ -219,7 +233,7 @@ def ddp(rank, n, dev, steps=20, per_rank=64):
               flat)
     ref_flat = torch.cat([p.detach().flatten() for p in ref.parameters()])
     check("DDP parameters == single-process reference", flat, ref_flat, rtol=1e-4, atol=1e-5)
-    return float(loss)
+    return float(loss.detach())
 
 
 def main():
@@ -231,10 +245,11 @@ def main():
     # Binding the process group to the device makes PyTorch create the communicator now and
     # build new_group()s with ncclCommSplit.
     dist.init_process_group("nccl", device_id=dev)
-    path, api, zinc = loaded_nccl()
+    path, api, zinc, mapped = loaded_nccl()
     if rank == 0:
-        print(f"torch {torch.__version__}, {n} ranks, NCCL API {api} from {path}"
-              + (f" = zinc {zinc}" if zinc else " (not zinc)"), flush=True)
+        print(f"torch {torch.__version__}, {n} ranks; ncclAllReduce resolves to {path}: NCCL API "
+              f"{api}" + (f", zinc {zinc}" if zinc else " (not zinc)")
+              + f"; libnccl files mapped: {', '.join(mapped)}", flush=True)
     if os.environ.get("REQUIRE_ZINC") == "1" and not zinc:
         failures.append(f"rank {rank} loaded {path}, which is not zinc")
     collectives(rank, n, dev)

@@ -46,59 +46,45 @@ if has tests; then
     grep -E "tests passed|Failed|\*\*\*" "$out/ctest_gpu.log" | tail -30 >>"$out/summary.txt"
 fi
 if has sweep; then
+    # Channel sizing of the two-shot allreduce (ZINC_GPU_CHUNK) in the process-per-GPU model,
+    # against NCCL in the same sitting; then LL forced up to 1 MB. With SWEEP_PICK=1 the best
+    # chunk (geometric mean of the time ratios) is exported for the steps that follow.
     mkdir -p "$out/sweep"
-    sw=(all_reduce -g "$ngpu" -b 16M -e 1G -f 4 -n 10 -w 3 -c 0)
-    LD_LIBRARY_PATH=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))') \
-        timeout 60 $P "${sw[@]}" >"$out/sweep/nccl.txt" 2>&1 # NCCL in the same sitting
-    for ch in ${SWEEP_CH:-32 64 96 128}; do
-        for sl in ${SWEEP_SLOT:-256K 512K 1M}; do
-            ZINC_GPU_CHANNELS=$ch ZINC_GPU_SLOT_SIZE=$sl timeout 60 $P "${sw[@]}" >"$out/sweep/z_${ch}_$sl.txt" 2>&1
-        done
-    done
     nccl_lib=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))')
-    sm=(all_reduce -b 8 -e 256K -f 2 -n 300 -w 30 -c 0)
-    LD_LIBRARY_PATH=$nccl_lib timeout 60 $R -n "$ngpu" $P "${sm[@]}" >"$out/sweep/small_nccl.txt" 2>&1
-    for llc in ${SWEEP_LL:-2K 4K 8K}; do
-        ZINC_GPU_LL_CHUNK=$llc timeout 60 $R -n "$ngpu" $P "${sm[@]}" >"$out/sweep/small_z_$llc.txt" 2>&1
+    sw=(all_reduce -b 256K -e 64M -f 2 -n 50 -w 10 -c 0)
+    LD_LIBRARY_PATH=$nccl_lib timeout 60 $R -n "$ngpu" $P "${sw[@]}" >"$out/sweep/nccl.txt" 2>&1
+    for c in ${SWEEP_CHUNK:-4K 8K 16K 32K}; do
+        ZINC_GPU_CHUNK=$c timeout 60 $R -n "$ngpu" $P "${sw[@]}" >"$out/sweep/z_$c.txt" 2>&1
     done
+    ZINC_PROTO=LL timeout 60 $R -n "$ngpu" $P all_reduce -b 128K -e 1M -f 2 -n 50 -w 10 -c 1 \
+        >"$out/sweep/ll_forced.txt" 2>&1
     python3 - "$out/sweep" <<'PY' | tee -a "$out/summary.txt"
-import glob, os, sys
+import glob, math, os, sys
 def us(f):
     d = {}
     for l in open(f):
         t = l.split()
         if len(t) >= 12 and t[0].isdigit(): d[int(t[0])] = float(t[5])
     return d
-d = sys.argv[1]; ref = us(os.path.join(d, "small_nccl.txt"))
-print("small, procs (time zinc/NCCL per size):", " ".join(f"{k}:{v:.1f}" for k, v in sorted(ref.items())))
-for f in sorted(glob.glob(os.path.join(d, "small_z_*.txt"))):
-    z = us(f); r = [z[k] / ref[k] for k in sorted(ref) if k in z and ref[k] > 0]
-    print(os.path.basename(f)[8:-4], " ".join(f"{x:.2f}" for x in r), f" max {max(r):.2f}" if r else "failed")
-PY
-    python3 - "$out/sweep" <<'PY' | tee -a "$out/summary.txt"
-import glob, os, sys
-def bw(f):
-    d = {}
-    for l in open(f):
-        t = l.split()
-        if len(t) >= 12 and t[0].isdigit(): d[int(t[0])] = float(t[7])
-    return d
-d = sys.argv[1]; ref = bw(os.path.join(d, "nccl.txt")); best = None
-print("sweep (busbw zinc/NCCL per size):", " ".join(f"{k}:{v:.0f}" for k, v in sorted(ref.items())))
+d = sys.argv[1]; ref = us(os.path.join(d, "nccl.txt")); best = None
+print("NCCL us:", " ".join(f"{k}:{v:.1f}" for k, v in sorted(ref.items())))
 for f in sorted(glob.glob(os.path.join(d, "z_*.txt"))):
-    z = bw(f); _, ch, sl = os.path.basename(f)[:-4].split("_")
+    z = us(f); c = os.path.basename(f)[2:-4]
     r = [z[k] / ref[k] for k in sorted(ref) if k in z and ref[k] > 0]
-    if not r: print(ch, sl, "failed"); continue
-    print(f"ch={ch:>3} slot={sl:>4}  " + " ".join(f"{x:.3f}" for x in r) + f"  min {min(r):.3f}")
-    if best is None or min(r) > best[0]: best = (min(r), ch, sl)
+    if not r: print(c, "failed"); continue
+    g = math.exp(sum(map(math.log, r)) / len(r))
+    print(f"chunk {c:>4}: time zinc/NCCL " + " ".join(f"{x:.2f}" for x in r) + f"  geomean {g:.3f}")
+    if best is None or g < best[0]: best = (g, c)
+ll = us(os.path.join(d, "ll_forced.txt"))
+print("LL forced us:", " ".join(f"{k}:{v:.1f}" for k, v in sorted(ll.items())))
 if best:
-    print(f"best: ZINC_GPU_CHANNELS={best[1]} ZINC_GPU_SLOT_SIZE={best[2]} (min ratio {best[0]:.3f})")
-    open(os.path.join(d, "best.env"), "w").write(f"export ZINC_GPU_CHANNELS={best[1]} ZINC_GPU_SLOT_SIZE={best[2]}\n")
+    print(f"best: ZINC_GPU_CHUNK={best[1]} (geomean {best[0]:.3f})")
+    open(os.path.join(d, "best.env"), "w").write(f"export ZINC_GPU_CHUNK={best[1]}\n")
 PY
+    grep -h "Out of bounds" "$out/sweep/ll_forced.txt" | tee -a "$out/summary.txt"
     if [ "${SWEEP_PICK:-0}" = 1 ] && [ -f "$out/sweep/best.env" ]; then
         . "$out/sweep/best.env"
-        step check_best 120 $P all_reduce -g "$ngpu" -b 8 -e 256M -f 8 -c 1 -n 2 -w 1
-        step check_best_procs 120 $R -n "$ngpu" $P all_reduce -b 1M -e 256M -f 16 -c 1 -n 2 -w 1 -d all
+        step check_best 120 $R -n "$ngpu" $P all_reduce -b 8 -e 64M -f 4 -c 1 -n 2 -w 1
     fi
 fi
 if has quick; then

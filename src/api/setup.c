@@ -266,6 +266,7 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     for (int r = 0; r < c->nranks; r++) x->dev.arena[r] = c->p2p->peer[r];
     x->max_ch = nch;
     x->ll_chunk = (size_t)p->gpu_ll_chunk;
+    x->chunk = p->gpu_chunk > 0 ? (size_t)p->gpu_chunk : 32 * 1024;
     if (x->ll_chunk < 512 || x->ll_chunk > ZN_DEV_LL_BYTES / 2)
         return zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_LL_CHUNK=%zu: must be 512-%d",
                         x->ll_chunk, ZN_DEV_LL_BYTES / 2);

@@ -96,9 +96,10 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
     /* Allreduce: LL one-shot (flagged packets, no fences) for small vectors, one-shot (everyone
      * reduces everything) next, two-shot (reduce-scatter + allgather) for large ones. */
     const char *f = cx->force_algo, *proto = cx->force_proto;
-    /* LL carries at most 256 KB, and no channel more than its buffer holds. */
+    /* LL carries at most 256 KB unless forced (ZINC_PROTO=LL), and no channel more than its
+     * buffer holds. */
     size_t ll_max = (size_t)cx->max_ch * (ZN_DEV_LL_BYTES / 2);
-    if (ll_max > 256 * 1024) ll_max = 256 * 1024;
+    if (ll_max > 256 * 1024 && !(proto && !strcmp(proto, "LL"))) ll_max = 256 * 1024;
     int ll_ok = bytes <= ll_max && !(proto && !strcmp(proto, "SIMPLE"));
     if (f && !strcmp(f, "oneshot"))
         k.algo = ll_ok ? ZN_DEV_ONESHOT_LL : ZN_DEV_ONESHOT;
@@ -113,7 +114,7 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
         k.nch = channels(cx, bytes, cx->ll_chunk);
     else
         k.nch = channels(cx, k.algo == ZN_DEV_TWOSHOT ? bytes / (size_t)cx->dev.nranks : bytes,
-                         32 * 1024);
+                         cx->chunk);
     zn_log(ZN_LOG_INFO, ZN_TUNE, "%s count %zu type %d: GPU %s, %d channel(s)",
            zn_coll_name(a->coll), a->count, (int)a->dtype,
            a->coll != ZN_COLL_ALLREDUCE  ? "direct"
