@@ -244,7 +244,8 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
                         want[0], ZN_DEV_MAX_CH);
     if (want[1] < 64 * 1024 || want[1] > 4 * 1024 * 1024 || want[1] % 4096)
         return zn_error(ncclInvalidArgument, ZN_INIT,
-                        "ZINC_GPU_SLOT_SIZE=%lld: must be a multiple of 4K from 64K to 4M", want[1]);
+                        "ZINC_GPU_SLOT_SIZE=%lld: must be a multiple of 4K from 64K to 4M",
+                        want[1]);
     every = calloc((size_t)c->nranks, sizeof(want));
     if (!every) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
     memcpy(every + 2 * c->rank, want, sizeof(want));
@@ -259,14 +260,14 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     ZN_CHECK(res);
     int nch = (int)want[0];
     size_t slot = (size_t)want[1];
-    ZN_CHECK(zn_p2p_create(&c->tctx, c->cuda_dev, zn_dev_arena_bytes(c->nranks, nch, slot),
-                           &c->p2p));
+    ZN_CHECK(
+        zn_p2p_create(&c->tctx, c->cuda_dev, zn_dev_arena_bytes(c->nranks, nch, slot), &c->p2p));
     ZN_CHECK(setup_cuda_words(c));
     struct zn_cuda_ctx *x = &c->cuda;
     for (int r = 0; r < c->nranks; r++) x->dev.arena[r] = c->p2p->peer[r];
     x->max_ch = nch;
     x->ll_chunk = (size_t)p->gpu_ll_chunk;
-    x->chunk = p->gpu_chunk > 0 ? (size_t)p->gpu_chunk : 32 * 1024;
+    x->chunk = p->gpu_chunk > 0 ? (size_t)p->gpu_chunk : 4096;
     if (x->ll_chunk < 512 || x->ll_chunk > ZN_DEV_LL_BYTES / 2)
         return zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_LL_CHUNK=%zu: must be 512-%d",
                         x->ll_chunk, ZN_DEV_LL_BYTES / 2);

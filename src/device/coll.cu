@@ -122,7 +122,7 @@ template <typename T>
 __device__ void reduce_n(T *out, T *const *extra, int nextra, const T *const *srcs, int n,
                          uint64_t cnt, int op, int self, int premul, T scalar, int post_div)
 {
-#define ZN_REDUCE_N(OP)                                                                        \
+#define ZN_REDUCE_N(OP) \
     reduce_n_op<T, OP>(out, extra, nextra, srcs, n, cnt, self, premul, scalar, post_div)
     switch (op) {
     case RED_SUM: ZN_REDUCE_N(RED_SUM); break;

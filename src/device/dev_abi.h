@@ -28,9 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZN_DEV_MAX_RANKS   8  /* GPUs of one host on the p2p path */
+#define ZN_DEV_MAX_RANKS   8   /* GPUs of one host on the p2p path */
 #define ZN_DEV_MAX_CH      128 /* channels: thread blocks of a kernel */
-#define ZN_DEV_NBUF        2  /* slots per FIFO */
+#define ZN_DEV_NBUF        2   /* slots per FIFO */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     64 /* send/recv operations fused into one launch */
 #define ZN_DEV_ABI_VERSION 2
@@ -70,7 +70,8 @@ ZN_DEV_HD static inline size_t zn_dev_ll_off(int nranks, int nch, size_t slot_by
 
 ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nranks, int nch, size_t slot_bytes)
 {
-    return zn_dev_ll_off(nranks, nch, slot_bytes) + (size_t)nranks * (size_t)nch * 2 * ZN_DEV_LL_BYTES;
+    return zn_dev_ll_off(nranks, nch, slot_bytes) +
+           (size_t)nranks * (size_t)nch * 2 * ZN_DEV_LL_BYTES;
 }
 
 /* Offset of slot (src, ch, buf) in an arena. */

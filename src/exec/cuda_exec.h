@@ -21,8 +21,8 @@ struct zn_cuda_ctx {
     int max_ch;                    /* channels the arena has (ZINC_GPU_CHANNELS) */
     size_t ll_chunk;               /* LL allreduce bytes per channel (ZINC_GPU_LL_CHUNK) */
     size_t chunk;                  /* other kernels' bytes per channel (ZINC_GPU_CHUNK) */
-    void *last_stream; /* the stream of the previous launch on this communicator */
-    void *last_event;  /* recorded after it: launches on another stream wait for it */
+    void *last_stream;             /* the stream of the previous launch on this communicator */
+    void *last_event;              /* recorded after it: launches on another stream wait for it */
     const char *force_algo;
     const char *force_proto; /* ZINC_PROTO: LL or SIMPLE */
 };

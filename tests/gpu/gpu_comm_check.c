@@ -1,0 +1,255 @@
+/*
+ * gpu_comm_check: communicator management on cuda communicators, one process per GPU under
+ * zinc-run (what PyTorch does between its collectives):
+ *   - ncclMemAlloc'd buffers, registered with ncclCommRegister and as a window, in-place and
+ *     out-of-place into cudaMalloc'd memory;
+ *   - PreMulSum with a per-rank scalar in device memory, changed between two calls;
+ *   - ncclCommSplit (evens / odds, ranks reversed by key) and ncclCommShrink (the last rank
+ *     excluded; it does not call), each child checked with an allreduce and an allgather of
+ *     the world ranks in child order;
+ *   - the non-blocking ncclCommFinalize / ncclCommDestroy flow.
+ * Every result is compared against the value computed here.
+ *
+ *   zinc-run -n 4 gpu_comm_check
+ */
+#include "nccl.h"
+#include "zinc.h"
+#include "bootstrap/launcher.h"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int rank, nranks;
+static long failures;
+static cudaStream_t stream;
+
+#include "mp_check.h"
+
+#define CUDACHECK(call)                                                             \
+    do {                                                                            \
+        cudaError_t e_ = (call);                                                    \
+        if (e_ != cudaSuccess) {                                                    \
+            fprintf(stderr, "[%d] %s:%d %s: %s\n", rank, __FILE__, __LINE__, #call, \
+                    cudaGetErrorString(e_));                                        \
+            exit(2);                                                                \
+        }                                                                           \
+    } while (0)
+
+/* Allreduce (sum) of n floats rank + (i % 7) on comm, in place or out of place; every element
+ * must be what the members' values add up to. */
+static void check_allreduce(ncclComm_t comm, float *send, float *recv, size_t n, const int *members,
+                            int m, const char *what)
+{
+    float *h = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = (float)(rank + (int)(i % 7));
+    CUDACHECK(cudaMemcpy(send, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    NCCLCHECK(ncclAllReduce(send, recv, n, ncclFloat, ncclSum, comm, stream));
+    CUDACHECK(cudaStreamSynchronize(stream));
+    CUDACHECK(cudaMemcpy(h, recv, n * sizeof(float), cudaMemcpyDeviceToHost));
+    int base = 0;
+    for (int k = 0; k < m; k++) base += members[k];
+    long bad = 0;
+    size_t first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != (float)(base + m * (int)(i % 7)) && bad++ == 0) first = i;
+    EXPECT(bad == 0, "%s: %ld of %zu elements wrong, first [%zu] = %g, expected %d", what, bad, n,
+           first, h[first], base + m * (int)(first % 7));
+    free(h);
+}
+
+/* comm's ranks must be the world ranks members[0..m), in that order. */
+static void check_members(ncclComm_t comm, const int *members, int m, const char *what)
+{
+    int count = -1, me = -1, dev = -1, is_host = -1, cur = -2;
+    NCCLCHECK(ncclCommCount(comm, &count));
+    NCCLCHECK(ncclCommUserRank(comm, &me));
+    NCCLCHECK(ncclCommCuDevice(comm, &dev));
+    NCCLCHECK(zincCommIsHost(comm, &is_host));
+    CUDACHECK(cudaGetDevice(&cur));
+    EXPECT(count == m, "%s: %d ranks, expected %d", what, count, m);
+    EXPECT(me >= 0 && me < m && members[me] == rank, "%s: rank %d is not world rank %d", what, me,
+           rank);
+    EXPECT(dev == cur && is_host == 0, "%s: device %d (current %d), host comm %d", what, dev, cur,
+           is_host);
+    int32_t *d = NULL, got[64];
+    CUDACHECK(cudaMalloc((void **)&d, (size_t)(m + 1) * sizeof(int32_t)));
+    CUDACHECK(cudaMemcpy(d, &rank, sizeof(int32_t), cudaMemcpyHostToDevice));
+    NCCLCHECK(ncclAllGather(d, d + 1, 1, ncclInt32, comm, stream));
+    CUDACHECK(cudaStreamSynchronize(stream));
+    CUDACHECK(cudaMemcpy(got, d + 1, (size_t)m * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    for (int k = 0; k < m && k < 64; k++)
+        EXPECT(got[k] == members[k], "%s: allgather slot %d holds world rank %d, expected %d", what,
+               k, got[k], members[k]);
+    CUDACHECK(cudaFree(d));
+    float *buf = NULL;
+    size_t n = (1 << 20) + 13; /* two-shot, odd tail */
+    CUDACHECK(cudaMalloc((void **)&buf, n * sizeof(float)));
+    check_allreduce(comm, buf, buf, n, members, m, what);
+    check_allreduce(comm, buf, buf, 1000, members, m, what); /* LL */
+    CUDACHECK(cudaFree(buf));
+}
+
+static void test_memalloc(ncclComm_t world, const int *all)
+{
+    size_t n = (4 << 20) + 5;
+    float *a = NULL, *out = NULL;
+    void *reg = NULL;
+    ncclWindow_t win = NULL;
+    NCCLCHECK(ncclMemAlloc((void **)&a, n * sizeof(float)));
+    struct cudaPointerAttributes attr;
+    CUDACHECK(cudaPointerGetAttributes(&attr, a));
+    int dev = -1;
+    CUDACHECK(cudaGetDevice(&dev));
+    EXPECT(attr.type == cudaMemoryTypeDevice && attr.device == dev,
+           "ncclMemAlloc memory: type %d on device %d, expected device memory on %d",
+           (int)attr.type, attr.device, dev);
+    CUDACHECK(cudaMalloc((void **)&out, n * sizeof(float)));
+    check_allreduce(world, a, a, n, all, nranks, "ncclMemAlloc buffer, in place");
+    NCCLCHECK(ncclCommRegister(world, a, n * sizeof(float), &reg));
+    EXPECT(reg != NULL, "ncclCommRegister gave no handle");
+    check_allreduce(world, a, out, n, all, nranks, "registered buffer, out of place");
+    check_allreduce(world, a, a, 3333, all, nranks, "registered buffer, small");
+    NCCLCHECK(ncclCommWindowRegister(world, a, n * sizeof(float), &win, NCCL_WIN_COLL_SYMMETRIC));
+    check_allreduce(world, a, a, n, all, nranks, "window buffer");
+    NCCLCHECK(ncclCommWindowDeregister(world, win));
+    NCCLCHECK(ncclCommDeregister(world, reg));
+    CUDACHECK(cudaFree(out));
+    NCCLCHECK(ncclMemFree(a));
+}
+
+/* Every rank scales its input by a scalar of its own, read from device memory at each call. */
+static void test_premul_device(ncclComm_t world)
+{
+    size_t n = 100003;
+    float *x = NULL, *s = NULL, *h = malloc(n * sizeof(float));
+    CUDACHECK(cudaMalloc((void **)&x, n * sizeof(float)));
+    CUDACHECK(cudaMalloc((void **)&s, sizeof(float)));
+    ncclRedOp_t op;
+    float scalar = (float)(rank + 1);
+    CUDACHECK(cudaMemcpy(s, &scalar, sizeof(float), cudaMemcpyHostToDevice));
+    NCCLCHECK(ncclRedOpCreatePreMulSum(&op, s, ncclFloat, ncclScalarDevice, world));
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < n; i++) h[i] = (float)(i % 5);
+        CUDACHECK(cudaMemcpy(x, h, n * sizeof(float), cudaMemcpyHostToDevice));
+        NCCLCHECK(ncclAllReduce(x, x, n, ncclFloat, op, world, stream));
+        CUDACHECK(cudaStreamSynchronize(stream));
+        CUDACHECK(cudaMemcpy(h, x, n * sizeof(float), cudaMemcpyDeviceToHost));
+        /* round 0: scalars 1..n; round 1: 2 on every rank */
+        float sum = round == 0 ? (float)(nranks * (nranks + 1) / 2) : (float)(2 * nranks);
+        long bad = 0;
+        for (size_t i = 0; i < n; i++) bad += h[i] != sum * (float)(i % 5);
+        EXPECT(bad == 0, "PreMulSum with a device scalar, round %d: %ld wrong", round, bad);
+        scalar = 2.0f;
+        CUDACHECK(cudaMemcpy(s, &scalar, sizeof(float), cudaMemcpyHostToDevice));
+    }
+    NCCLCHECK(ncclRedOpDestroy(op, world));
+    CUDACHECK(cudaFree(x));
+    CUDACHECK(cudaFree(s));
+    free(h);
+}
+
+static void test_split(ncclComm_t world)
+{
+    ncclComm_t c = NULL;
+    NCCLCHECK(ncclCommSplit(world, rank % 2, -rank, &c, NULL));
+    int members[64], m = 0;
+    for (int r = nranks - 1; r >= 0; r--)
+        if (r % 2 == rank % 2) members[m++] = r; /* key -rank: highest world rank first */
+    check_members(c, members, m, "split");
+    ncclComm_t none = (ncclComm_t)(uintptr_t)1;
+    NCCLCHECK(ncclCommSplit(world, rank == 0 ? NCCL_SPLIT_NOCOLOR : 0, rank, &none, NULL));
+    if (rank == 0)
+        EXPECT(none == NULL, "NCCL_SPLIT_NOCOLOR gave a communicator");
+    else {
+        int others[64], k = 0;
+        for (int r = 1; r < nranks; r++) others[k++] = r;
+        check_members(none, others, k, "split without rank 0");
+        NCCLCHECK(ncclCommDestroy(none));
+    }
+    NCCLCHECK(ncclCommFinalize(c));
+    NCCLCHECK(ncclCommDestroy(c));
+}
+
+/* The last rank is excluded and does not call; the survivors' communicator works. */
+static void test_shrink(ncclComm_t world)
+{
+    if (nranks < 2) return;
+    int last = nranks - 1, members[64];
+    for (int r = 0; r < last; r++) members[r] = r;
+    if (rank != last) {
+        ncclComm_t s = NULL;
+        NCCLCHECK(ncclCommShrink(world, &last, 1, &s, NULL, NCCL_SHRINK_DEFAULT));
+        check_members(s, members, last, "shrink");
+        /* Non-blocking finalize: ncclInProgress until done, then destroy. */
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 0;
+        ncclComm_t nb = NULL;
+        ncclResult_t r = ncclCommShrink(world, &last, 1, &nb, &cfg, NCCL_SHRINK_DEFAULT);
+        EXPECT(r == ncclSuccess || r == ncclInProgress, "non-blocking shrink returned %d", r);
+        ncclResult_t st = ncclInProgress;
+        for (int i = 0; i < 60000 && st == ncclInProgress; i++) {
+            NCCLCHECK(ncclCommGetAsyncError(nb, &st));
+            if (st == ncclInProgress) {
+                struct timespec ts = { 0, 1000000 };
+                nanosleep(&ts, NULL);
+            }
+        }
+        EXPECT(st == ncclSuccess, "non-blocking shrink ended in %d", st);
+        if (st == ncclSuccess) check_members(nb, members, last, "non-blocking shrink");
+        r = ncclCommFinalize(nb);
+        EXPECT(r == ncclSuccess || r == ncclInProgress, "non-blocking finalize returned %d", r);
+        for (int i = 0; i < 60000; i++) {
+            NCCLCHECK(ncclCommGetAsyncError(nb, &st));
+            if (st != ncclInProgress) break;
+            struct timespec ts = { 0, 1000000 };
+            nanosleep(&ts, NULL);
+        }
+        EXPECT(st == ncclSuccess, "non-blocking finalize ended in %d", st);
+        NCCLCHECK(ncclCommDestroy(nb));
+        NCCLCHECK(ncclCommDestroy(s));
+    }
+}
+
+int main(void)
+{
+    struct zn_launch_info li;
+    zn_launch_info_get(&li);
+    rank = li.rank;
+    nranks = li.nranks;
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+        printf("SKIP: no GPU\n");
+        return 77;
+    }
+    CUDACHECK(cudaSetDevice(li.local_rank % ndev));
+    CUDACHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    ncclUniqueId id;
+    ncclComm_t world;
+    NCCLCHECK(ncclGetUniqueId(&id));
+    NCCLCHECK(ncclCommInitRank(&world, nranks, id, rank));
+    int all[64];
+    for (int r = 0; r < nranks && r < 64; r++) all[r] = r;
+
+    check_members(world, all, nranks, "world");
+    test_memalloc(world, all);
+    test_premul_device(world);
+    test_split(world);
+    test_shrink(world);
+
+    /* The world stays whole; the failure count travels over it. */
+    int64_t *d = NULL, total = 0, mine = failures;
+    CUDACHECK(cudaMalloc((void **)&d, sizeof(int64_t)));
+    CUDACHECK(cudaMemcpy(d, &mine, sizeof(int64_t), cudaMemcpyHostToDevice));
+    NCCLCHECK(ncclAllReduce(d, d, 1, ncclInt64, ncclSum, world, stream));
+    CUDACHECK(cudaStreamSynchronize(stream));
+    CUDACHECK(cudaMemcpy(&total, d, sizeof(int64_t), cudaMemcpyDeviceToHost));
+    CUDACHECK(cudaFree(d));
+    NCCLCHECK(ncclCommFinalize(world));
+    NCCLCHECK(ncclCommDestroy(world));
+    if (rank == 0) printf("gpu_comm_check: %d ranks: %lld failures\n", nranks, (long long)total);
+    return total ? 1 : 0;
+}
