@@ -16,15 +16,22 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 nccl_lib=${NCCL_LIB:-$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))')}
 [ -f "$nccl_lib/libnccl.so.2" ] || { echo "no libnccl.so.2 in $nccl_lib"; exit 2; }
-perf=("$build/bin/zinc-perf" "$coll" -b 8 -e "$max" -f 2 -n "${ITERS:-20}" -w 5 -c 0)
+# Small sizes take microseconds: many iterations (ITERS_SMALL) so that one hiccup of the host
+# does not decide a ratio; large sizes take ITERS.
+small=("$build/bin/zinc-perf" "$coll" -b 8 -e 1M -f 2 -n "${ITERS_SMALL:-500}" -w 50 -c 0)
+large=("$build/bin/zinc-perf" "$coll" -b 2M -e "$max" -f 2 -n "${ITERS:-20}" -w 5 -c 0)
 
 run() { # name libdir model
-    local lib=$2 model=$3
-    if [ "$model" = threads ]; then
-        LD_LIBRARY_PATH=$lib "${perf[@]}" -g "$n" >"$out/$1.txt" 2>"$out/$1.err"
-    else
-        LD_LIBRARY_PATH=$lib "$build/bin/zinc-run" -n "$n" "${perf[@]}" >"$out/$1.txt" 2>"$out/$1.err"
-    fi
+    local lib=$2 model=$3 p
+    : >"$out/$1.txt"
+    for p in small large; do
+        local -n cmd=$p
+        if [ "$model" = threads ]; then
+            LD_LIBRARY_PATH=$lib "${cmd[@]}" -g "$n" >>"$out/$1.txt" 2>>"$out/$1.err"
+        else
+            LD_LIBRARY_PATH=$lib "$build/bin/zinc-run" -n "$n" "${cmd[@]}" >>"$out/$1.txt" 2>>"$out/$1.err"
+        fi
+    done
 }
 for model in threads procs; do
     run "zinc_$model" "$build/lib" "$model"
@@ -39,7 +46,7 @@ for model in threads procs; do
     echo
     echo "| bytes | zinc us | zinc busbw | NCCL us | NCCL busbw | time zinc/NCCL | busbw zinc/NCCL |"
     echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-    join <(table "$out/zinc_$model.txt") <(table "$out/nccl_$model.txt") |
+    join --nocheck-order <(table "$out/zinc_$model.txt") <(table "$out/nccl_$model.txt") |
         awk '{ printf "| %s | %s | %s | %s | %s | %.2f | %.2f |\n", $1, $2, $3, $4, $5,
                ($4 > 0 ? $2 / $4 : 0), ($5 > 0 ? $3 / $5 : 0) }'
 done

@@ -235,11 +235,15 @@ static ncclResult_t add_desc(struct zn_stage *st, struct zn_stage_desc *d, uint6
     return ncclSuccess;
 }
 
-/* Stage one descriptor's operations: copies in, doorbell, gate, copies out. */
+/* Stage one descriptor's operations: copies in, doorbell, gate, copies out. Once add_desc
+ * has published d, the proxy thread may run it and free it (the GPU can reach the doorbell
+ * before this thread gets past it), so nothing here reads d afterwards. */
 static ncclResult_t stage_desc(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_stage_desc *d,
                                const struct zn_cuda_op *orig, void *stream)
 {
     size_t total = 0, ins[MAX_DESC_OPS], outs[MAX_DESC_OPS];
+    uint8_t *staged_out[MAX_DESC_OPS];
+    int nops = d->nops;
     for (int i = 0; i < d->nops; i++) {
         io_bytes(&orig[i], st->rank, st->nranks, &ins[i], &outs[i]);
         size_t b = orig[i].a.count * orig[i].a.esize, nb = b * (size_t)st->nranks;
@@ -275,6 +279,7 @@ static ncclResult_t stage_desc(struct zn_stage *st, struct zn_cuda_ctx *cx, stru
         off += 2 * sz;
         d->ops[i].a.sendbuf = hin;
         d->ops[i].a.recvbuf = hout;
+        staged_out[i] = hout;
         if (ins[i])
             ZN_CHECK(cuda_err(cudaMemcpyAsync(hin, o->a.sendbuf, ins[i], cudaMemcpyDeviceToHost, s),
                               "cudaMemcpyAsync to staging"));
@@ -286,9 +291,9 @@ static ncclResult_t stage_desc(struct zn_stage *st, struct zn_cuda_ctx *cx, stru
     if (e)
         return zn_error(ncclUnhandledCudaError, ZN_PROXY, "launching the staging gate failed: %s",
                         zn_dev_error_string(e));
-    for (int i = 0; i < d->nops; i++)
+    for (int i = 0; i < nops; i++)
         if (outs[i])
-            ZN_CHECK(cuda_err(cudaMemcpyAsync(orig[i].a.recvbuf, d->ops[i].a.recvbuf, outs[i],
+            ZN_CHECK(cuda_err(cudaMemcpyAsync(orig[i].a.recvbuf, staged_out[i], outs[i],
                                               cudaMemcpyHostToDevice, s),
                               "cudaMemcpyAsync from staging"));
     return ncclSuccess;
