@@ -133,6 +133,39 @@ __device__ void reduce_n(T *out, T *const *extra, int nextra, const T *const *sr
 #undef ZN_REDUCE_N
 }
 
+/* Block-wide: srcs[j] = this rank's own operand (own) for j == me, else the next FIFO slot
+ * from rank j. Returns false if a wait failed. */
+template <typename T> __device__ bool gather(Chan &s, const T *own, const T **srcs)
+{
+    for (int j = 0; j < s.n; j++) {
+        const T *p = j == s.me ? own : consume<T>(s, j);
+        if (!p) return false;
+        if (threadIdx.x == 0) srcs[j] = p;
+    }
+    __syncthreads();
+    return true;
+}
+
+/* Block-wide: dsts[k - 1] = the slot the next push to rank me + k fills (k = 1..n-1), once
+ * each peer has drained it. Returns false if a wait failed. */
+template <typename T> __device__ bool reserve_peers(Chan &s, T **dsts)
+{
+    for (int k = 1; k < s.n; k++) {
+        T *d = reserve<T>(s, (s.me + k) % s.n);
+        if (!d) return false;
+        if (threadIdx.x == 0) dsts[k - 1] = d;
+    }
+    __syncthreads();
+    return true;
+}
+
+/* Block-wide: every slot gather() handed out is free again. */
+__device__ void release_peers(Chan &s)
+{
+    for (int j = 0; j < s.n; j++)
+        if (j != s.me) release(s, j);
+}
+
 struct Ctx {
     const zn_dev_coll_args *a;
     Chan *s;
@@ -162,15 +195,9 @@ template <typename T> __device__ void allreduce_oneshot(Chan &s, const zn_dev_co
         uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
         for (int k = 1; k < n; k++)
             if (!push<T>(s, (me + k) % n, in + w0, wl, a.premul, sc)) return;
-        for (int j = 0; j < n; j++) {
-            const T *p = j == me ? in + w0 : consume<T>(s, j);
-            if (!p) return;
-            if (threadIdx.x == 0) srcs[j] = p;
-        }
-        __syncthreads();
+        if (!gather<T>(s, in + w0, srcs)) return;
         reduce_n<T>(out + w0, nullptr, 0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
-        for (int j = 0; j < n; j++)
-            if (j != me) release(s, j);
+        release_peers(s);
     }
 }
 
@@ -308,32 +335,17 @@ template <typename T> __device__ void allreduce_twoshot(Chan &s, const zn_dev_co
     __shared__ T *dsts[ZN_DEV_MAX_RANKS];
     for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
         uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W, ps, pl, mps, mpl;
-        for (int k = 1; k < n; k++) {
-            T *d = reserve<T>(s, (me + k) % n);
-            if (!d) return;
-            if (threadIdx.x == 0) dsts[k - 1] = d;
-        }
-        __syncthreads();
+        if (!reserve_peers<T>(s, dsts)) return;
         for (int k = 1; k < n; k++) {
             piece(wl, n, (me + k) % n, &ps, &pl);
             copy_scaled<T>(dsts[k - 1], in + w0 + ps, pl, a.premul, sc);
         }
         commit(s, -1);
         piece(wl, n, me, &mps, &mpl);
-        for (int j = 0; j < n; j++) {
-            const T *p = j == me ? in + w0 + mps : consume<T>(s, j);
-            if (!p) return;
-            if (threadIdx.x == 0) srcs[j] = p;
-        }
-        for (int k = 1; k < n; k++) {
-            T *d = reserve<T>(s, (me + k) % n);
-            if (!d) return;
-            if (threadIdx.x == 0) dsts[k - 1] = d;
-        }
-        __syncthreads();
+        if (!gather<T>(s, in + w0 + mps, srcs)) return;
+        if (!reserve_peers<T>(s, dsts)) return;
         reduce_n<T>(out + w0 + mps, dsts, n - 1, srcs, n, mpl, a.op, me, a.premul, sc, a.post_div);
-        for (int j = 0; j < n; j++)
-            if (j != me) release(s, j);
+        release_peers(s);
         commit(s, -1);
         for (int k = 1; k < n; k++) {
             int j = (me + n - k) % n;
@@ -361,15 +373,9 @@ template <typename T> __device__ void reducescatter(Chan &s, const zn_dev_coll_a
             int d = (me + k) % n;
             if (!push<T>(s, d, in + d * a.count + w0, wl, a.premul, sc)) return;
         }
-        for (int j = 0; j < n; j++) {
-            const T *p = j == me ? in + me * a.count + w0 : consume<T>(s, j);
-            if (!p) return;
-            if (threadIdx.x == 0) srcs[j] = p;
-        }
-        __syncthreads();
+        if (!gather<T>(s, in + me * a.count + w0, srcs)) return;
         reduce_n<T>(out + w0, nullptr, 0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
-        for (int j = 0; j < n; j++)
-            if (j != me) release(s, j);
+        release_peers(s);
     }
 }
 
@@ -388,15 +394,9 @@ template <typename T> __device__ void reduce_root(Chan &s, const zn_dev_coll_arg
             if (!push<T>(s, root, in + w0, wl, a.premul, sc)) return;
             continue;
         }
-        for (int j = 0; j < n; j++) {
-            const T *p = j == me ? in + w0 : consume<T>(s, j);
-            if (!p) return;
-            if (threadIdx.x == 0) srcs[j] = p;
-        }
-        __syncthreads();
+        if (!gather<T>(s, in + w0, srcs)) return;
         reduce_n<T>(out + w0, nullptr, 0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
-        for (int j = 0; j < n; j++)
-            if (j != me) release(s, j);
+        release_peers(s);
     }
 }
 
