@@ -201,9 +201,18 @@ void zn_cuda_free(void *ptr)
     if (ptr) cudaFree(ptr);
 }
 
+/* Done when it returns: cudaMemset on device memory may return before the memory is set, and
+ * an arena must read zero before any peer (another process, another stream) writes into it
+ * -- a late memset wipes flags and data the peers already stored. A stream of its own, so
+ * that the wait does not include the user's work on the legacy stream. */
 ncclResult_t zn_cuda_memset(void *ptr, int v, size_t size)
 {
-    return rt_check(cudaMemset(ptr, v, size), "cudaMemset");
+    cudaStream_t s;
+    ZN_CHECK(rt_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+    cudaError_t e = cudaMemsetAsync(ptr, v, size, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    return rt_check(e, "cudaMemset");
 }
 
 ncclResult_t zn_cuda_memcpy_htod(void *dst, const void *src, size_t size)

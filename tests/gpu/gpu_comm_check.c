@@ -39,6 +39,15 @@ static cudaStream_t stream;
         }                                                                           \
     } while (0)
 
+/* Host to device, done when it returns and ordered before everything later on `stream`. (A
+ * plain cudaMemcpy from pageable memory may return before the data has landed, and the
+ * collectives run on a non-blocking stream that does not wait for it.) */
+static void upload(void *dst, const void *src, size_t bytes)
+{
+    CUDACHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+    CUDACHECK(cudaStreamSynchronize(stream));
+}
+
 /* Allreduce (sum) of n floats rank + (i % 7) on comm, in place or out of place; every element
  * must be what the members' values add up to. */
 static void check_allreduce(ncclComm_t comm, float *send, float *recv, size_t n, const int *members,
@@ -46,7 +55,7 @@ static void check_allreduce(ncclComm_t comm, float *send, float *recv, size_t n,
 {
     float *h = malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) h[i] = (float)(rank + (int)(i % 7));
-    CUDACHECK(cudaMemcpy(send, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    upload(send, h, n * sizeof(float));
     NCCLCHECK(ncclAllReduce(send, recv, n, ncclFloat, ncclSum, comm, stream));
     CUDACHECK(cudaStreamSynchronize(stream));
     CUDACHECK(cudaMemcpy(h, recv, n * sizeof(float), cudaMemcpyDeviceToHost));
@@ -77,7 +86,7 @@ static void check_members(ncclComm_t comm, const int *members, int m, const char
            is_host);
     int32_t *d = NULL, got[64];
     CUDACHECK(cudaMalloc((void **)&d, (size_t)(m + 1) * sizeof(int32_t)));
-    CUDACHECK(cudaMemcpy(d, &rank, sizeof(int32_t), cudaMemcpyHostToDevice));
+    upload(d, &rank, sizeof(int32_t));
     NCCLCHECK(ncclAllGather(d, d + 1, 1, ncclInt32, comm, stream));
     CUDACHECK(cudaStreamSynchronize(stream));
     CUDACHECK(cudaMemcpy(got, d + 1, (size_t)m * sizeof(int32_t), cudaMemcpyDeviceToHost));
@@ -130,11 +139,11 @@ static void test_premul_device(ncclComm_t world)
     CUDACHECK(cudaMalloc((void **)&s, sizeof(float)));
     ncclRedOp_t op;
     float scalar = (float)(rank + 1);
-    CUDACHECK(cudaMemcpy(s, &scalar, sizeof(float), cudaMemcpyHostToDevice));
+    upload(s, &scalar, sizeof(float));
     NCCLCHECK(ncclRedOpCreatePreMulSum(&op, s, ncclFloat, ncclScalarDevice, world));
     for (int round = 0; round < 2; round++) {
         for (size_t i = 0; i < n; i++) h[i] = (float)(i % 5);
-        CUDACHECK(cudaMemcpy(x, h, n * sizeof(float), cudaMemcpyHostToDevice));
+        upload(x, h, n * sizeof(float));
         NCCLCHECK(ncclAllReduce(x, x, n, ncclFloat, op, world, stream));
         CUDACHECK(cudaStreamSynchronize(stream));
         CUDACHECK(cudaMemcpy(h, x, n * sizeof(float), cudaMemcpyDeviceToHost));
@@ -144,7 +153,7 @@ static void test_premul_device(ncclComm_t world)
         for (size_t i = 0; i < n; i++) bad += h[i] != sum * (float)(i % 5);
         EXPECT(bad == 0, "PreMulSum with a device scalar, round %d: %ld wrong", round, bad);
         scalar = 2.0f;
-        CUDACHECK(cudaMemcpy(s, &scalar, sizeof(float), cudaMemcpyHostToDevice));
+        upload(s, &scalar, sizeof(float));
     }
     NCCLCHECK(ncclRedOpDestroy(op, world));
     CUDACHECK(cudaFree(x));
@@ -243,7 +252,7 @@ int main(void)
     /* The world stays whole; the failure count travels over it. */
     int64_t *d = NULL, total = 0, mine = failures;
     CUDACHECK(cudaMalloc((void **)&d, sizeof(int64_t)));
-    CUDACHECK(cudaMemcpy(d, &mine, sizeof(int64_t), cudaMemcpyHostToDevice));
+    upload(d, &mine, sizeof(int64_t));
     NCCLCHECK(ncclAllReduce(d, d, 1, ncclInt64, ncclSum, world, stream));
     CUDACHECK(cudaStreamSynchronize(stream));
     CUDACHECK(cudaMemcpy(&total, d, sizeof(int64_t), cudaMemcpyDeviceToHost));
