@@ -235,28 +235,37 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
                 *why ? why : "another rank's GPUs cannot reach every peer");
         return setup_cuda_words(c);
     }
-    /* Every rank must lay its arena out alike: the values come from each rank's environment,
-     * so a mismatch is refused here rather than corrupting data later. */
+    /* Every rank must lay out its arena and cut each call into channels alike: the values
+     * come from each rank's environment, so a mismatch is refused here rather than hanging or
+     * corrupting data later. */
     const struct zn_params *p = zn_params();
-    long long want[2] = { p->gpu_channels, p->gpu_slot_size }, *every = NULL;
-    if (want[0] < 1 || want[0] > ZN_DEV_MAX_CH)
-        return zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_CHANNELS=%lld: must be 1-%d",
-                        want[0], ZN_DEV_MAX_CH);
-    if (want[1] < 64 * 1024 || want[1] > 4 * 1024 * 1024 || want[1] % 4096)
-        return zn_error(ncclInvalidArgument, ZN_INIT,
-                        "ZINC_GPU_SLOT_SIZE=%lld: must be a multiple of 4K from 64K to 4M",
-                        want[1]);
-    every = calloc((size_t)c->nranks, sizeof(want));
+    long long want[4] = { p->gpu_channels, p->gpu_slot_size, p->gpu_chunk, p->gpu_ll_chunk };
+    long long *every = calloc((size_t)c->nranks, sizeof(want));
     if (!every) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
-    memcpy(every + 2 * c->rank, want, sizeof(want));
+    memcpy(every + 4 * c->rank, want, sizeof(want));
     res = zn_boot_allgather(c->boot, every, sizeof(want));
     for (int r = 0; r < c->nranks && res == ncclSuccess; r++)
-        if (every[2 * r] != want[0] || every[2 * r + 1] != want[1])
+        if (memcmp(every + 4 * r, want, sizeof(want)) != 0)
             res = zn_error(ncclInvalidUsage, ZN_INIT,
-                           "rank %d has ZINC_GPU_CHANNELS=%lld ZINC_GPU_SLOT_SIZE=%lld but rank %d "
-                           "has %lld and %lld: every rank needs the same values",
-                           c->rank, want[0], want[1], r, every[2 * r], every[2 * r + 1]);
+                           "rank %d has ZINC_GPU_CHANNELS=%lld ZINC_GPU_SLOT_SIZE=%lld "
+                           "ZINC_GPU_CHUNK=%lld ZINC_GPU_LL_CHUNK=%lld but rank %d has %lld, "
+                           "%lld, %lld, %lld: every rank needs the same values",
+                           c->rank, want[0], want[1], want[2], want[3], r, every[4 * r],
+                           every[4 * r + 1], every[4 * r + 2], every[4 * r + 3]);
     free(every);
+    /* Range checks after the exchange, so that every rank leaves init together. */
+    if (res == ncclSuccess && (want[0] < 1 || want[0] > ZN_DEV_MAX_CH))
+        res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_CHANNELS=%lld: must be 1-%d",
+                       want[0], ZN_DEV_MAX_CH);
+    if (res == ncclSuccess && (want[1] < 64 * 1024 || want[1] > 4 * 1024 * 1024 || want[1] % 4096))
+        res = zn_error(ncclInvalidArgument, ZN_INIT,
+                       "ZINC_GPU_SLOT_SIZE=%lld: must be a multiple of 4K from 64K to 4M", want[1]);
+    if (res == ncclSuccess && want[2] < 512)
+        res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_CHUNK=%lld: must be at least 512",
+                       want[2]);
+    if (res == ncclSuccess && (want[3] < 512 || want[3] > ZN_DEV_LL_BYTES / 2))
+        res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_LL_CHUNK=%lld: must be 512-%d",
+                       want[3], ZN_DEV_LL_BYTES / 2);
     ZN_CHECK(res);
     int nch = (int)want[0];
     size_t slot = (size_t)want[1];
@@ -266,11 +275,8 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     struct zn_cuda_ctx *x = &c->cuda;
     for (int r = 0; r < c->nranks; r++) x->dev.arena[r] = c->p2p->peer[r];
     x->max_ch = nch;
-    x->ll_chunk = (size_t)p->gpu_ll_chunk;
-    x->chunk = p->gpu_chunk > 0 ? (size_t)p->gpu_chunk : 4096;
-    if (x->ll_chunk < 512 || x->ll_chunk > ZN_DEV_LL_BYTES / 2)
-        return zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_LL_CHUNK=%zu: must be 512-%d",
-                        x->ll_chunk, ZN_DEV_LL_BYTES / 2);
+    x->chunk = (size_t)want[2];
+    x->ll_chunk = (size_t)want[3];
     x->dev.nch = nch;
     x->dev.slot_bytes = slot;
     x->dev.ll_off = zn_dev_ll_off(c->nranks, nch, slot);
