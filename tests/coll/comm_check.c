@@ -50,17 +50,6 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Poll a non-blocking communicator's state until it leaves ncclInProgress (at most 30 s). */
-static ncclResult_t wait_state(ncclComm_t c)
-{
-    ncclResult_t st = ncclInProgress;
-    for (int64_t end = now_ns() + 30000000000ll; st == ncclInProgress && now_ns() < end;) {
-        NCCLCHECK(ncclCommGetAsyncError(c, &st));
-        if (st == ncclInProgress) sleep_ms(1);
-    }
-    return st;
-}
-
 static ncclComm_t dup_comm(int blocking)
 {
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -68,7 +57,7 @@ static ncclComm_t dup_comm(int blocking)
     ncclComm_t c = NULL;
     ncclResult_t r = ncclCommSplit(world, 0, rank, &c, &cfg);
     EXPECT(r == ncclSuccess || (!blocking && r == ncclInProgress), "split returned %d", r);
-    EXPECT(wait_state(c) == ncclSuccess, "split communicator did not become ready");
+    EXPECT(mp_wait(c) == ncclSuccess, "split communicator did not become ready");
     return c;
 }
 
@@ -141,7 +130,7 @@ static void test_shrink(void)
         ncclComm_t nb = NULL;
         ncclResult_t r = ncclCommShrink(world, excl, nex, &nb, &cfg, NCCL_SHRINK_DEFAULT);
         EXPECT(r == ncclInProgress || r == ncclSuccess, "non-blocking shrink returned %d", r);
-        EXPECT(nb && wait_state(nb) == ncclSuccess, "non-blocking shrink did not complete");
+        EXPECT(nb && mp_wait(nb) == ncclSuccess, "non-blocking shrink did not complete");
         if (nb) check_comm(nb, members, m, "non-blocking shrink");
         /* A shrink of the shrunk communicator: drop its last rank. */
         int last = m - 1;
@@ -237,7 +226,7 @@ static void test_revoke(void)
     ncclComm_t nb = dup_comm(0);
     ncclResult_t r = ncclCommRevoke(nb, NCCL_REVOKE_DEFAULT);
     EXPECT(r == ncclInProgress || r == ncclSuccess, "non-blocking revoke returned %d", r);
-    EXPECT(wait_state(nb) == ncclSuccess, "non-blocking revoke did not reach ncclSuccess");
+    EXPECT(mp_wait(nb) == ncclSuccess, "non-blocking revoke did not reach ncclSuccess");
     NCCLCHECK(ncclCommDestroy(nb));
 }
 
@@ -257,7 +246,7 @@ static void test_finalize(void)
     ncclResult_t r = ncclCommFinalize(nb);
     EXPECT(r == ncclInProgress, "finalize of a non-blocking comm returned %d, not ncclInProgress",
            r);
-    EXPECT(wait_state(nb) == ncclSuccess, "non-blocking finalize did not reach ncclSuccess");
+    EXPECT(mp_wait(nb) == ncclSuccess, "non-blocking finalize did not reach ncclSuccess");
     int64_t t0 = now_ns();
     r = ncclCommDestroy(nb);
     EXPECT(r == ncclSuccess, "destroy after finalize returned %d", r);
@@ -410,10 +399,5 @@ int main(void)
     test_revoke();
     test_shrink();
 
-    long total = 0;
-    NCCLCHECK(ncclAllReduce(&failures, &total, 1, ncclInt64, ncclSum, world, NULL));
-    NCCLCHECK(ncclCommFinalize(world));
-    NCCLCHECK(ncclCommDestroy(world));
-    if (rank == 0) printf("comm_check: %d ranks: %ld failures\n", nranks, total);
-    return total ? 1 : 0;
+    return mp_finish(world, "comm_check");
 }

@@ -204,12 +204,7 @@ static void test_nonblocking(void)
     ncclComm_t nb;
     ncclResult_t r = ncclCommSplit(world, 0, rank, &nb, &cfg);
     EXPECT(r == ncclInProgress || r == ncclSuccess, "non-blocking split returned %d", r);
-    ncclResult_t st = ncclInProgress;
-    for (int i = 0; i < 200000 && st == ncclInProgress; i++) {
-        NCCLCHECK(ncclCommGetAsyncError(nb, &st));
-        struct timespec ts = { 0, 100000 };
-        if (st == ncclInProgress) nanosleep(&ts, NULL);
-    }
+    ncclResult_t st = mp_wait(nb);
     EXPECT(st == ncclSuccess, "non-blocking init ended with %d", st);
     int32_t x = 1, y = 0;
     NCCLCHECK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, nb, NULL));
@@ -217,12 +212,7 @@ static void test_nonblocking(void)
     /* Finalize of a non-blocking communicator returns ncclInProgress, then completes. */
     r = ncclCommFinalize(nb);
     EXPECT(r == ncclInProgress || r == ncclSuccess, "non-blocking finalize returned %d", r);
-    st = ncclInProgress;
-    for (int i = 0; i < 200000 && st == ncclInProgress; i++) {
-        NCCLCHECK(ncclCommGetAsyncError(nb, &st));
-        struct timespec ts = { 0, 100000 };
-        if (st == ncclInProgress) nanosleep(&ts, NULL);
-    }
+    st = mp_wait(nb);
     EXPECT(st == ncclSuccess, "non-blocking finalize ended with %d", st);
     NCCLCHECK(ncclCommDestroy(nb));
 }
@@ -241,12 +231,7 @@ static void test_nonblocking_init(void)
     ncclResult_t r = ncclCommInitRankConfig(&c, nranks, id, rank, &cfg);
     EXPECT(c != NULL && (r == ncclInProgress || r == ncclSuccess),
            "non-blocking init returned %d, comm %p", r, (void *)c);
-    ncclResult_t st = ncclInProgress;
-    for (int i = 0; i < 200000 && st == ncclInProgress; i++) {
-        NCCLCHECK(ncclCommGetAsyncError(c, &st));
-        struct timespec ts = { 0, 100000 };
-        if (st == ncclInProgress) nanosleep(&ts, NULL);
-    }
+    ncclResult_t st = mp_wait(c);
     EXPECT(st == ncclSuccess, "non-blocking init ended with %d", st);
     int64_t x = rank, y = 0;
     NCCLCHECK(ncclAllReduce(&x, &y, 1, ncclInt64, ncclSum, c, NULL));
@@ -336,10 +321,5 @@ int main(void)
     test_bad_args();
     test_init_all();
 
-    long total = 0;
-    NCCLCHECK(ncclAllReduce(&failures, &total, 1, ncclInt64, ncclSum, world, NULL));
-    NCCLCHECK(ncclCommFinalize(world));
-    NCCLCHECK(ncclCommDestroy(world));
-    if (rank == 0) printf("group_check: %d ranks: %ld failures\n", nranks, total);
-    return total ? 1 : 0;
+    return mp_finish(world, "group_check");
 }

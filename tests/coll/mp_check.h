@@ -3,19 +3,34 @@
  * `static int rank;` and `static long failures;` and includes nccl.h (zinc's, or NVIDIA's for
  * the compatibility test) before this header.
  *
- *   NCCLCHECK(call)      the call must succeed, else the rank exits 2 with the error text
- *   EXPECT(cond, fmt...) counts a failure with a message, and goes on
+ *   NCCLCHECK(call)       the call must succeed, else the rank exits 2 with the error text
+ *   NCCLCHECK_ASYNC(call) the same, ncclInProgress allowed (non-blocking communicators)
+ *   EXPECT(cond, fmt...)  counts a failure with a message, and goes on
+ *   mp_wait(comm)         polls a non-blocking communicator until it leaves ncclInProgress
+ *   mp_finish(world, name) sums every rank's failures, finalizes and destroys world
  */
 #ifndef ZT_MP_CHECK_H
 #define ZT_MP_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define NCCLCHECK(call)                                                                         \
     do {                                                                                        \
         ncclResult_t r_ = (call);                                                               \
         if (r_ != ncclSuccess) {                                                                \
+            fprintf(stderr, "[%d] %s:%d %s failed: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
+                    ncclGetErrorString(r_), ncclGetLastError(NULL));                            \
+            exit(2);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+#define NCCLCHECK_ASYNC(call)                                                                   \
+    do {                                                                                        \
+        ncclResult_t r_ = (call);                                                               \
+        if (r_ != ncclSuccess && r_ != ncclInProgress) {                                        \
             fprintf(stderr, "[%d] %s:%d %s failed: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
                     ncclGetErrorString(r_), ncclGetLastError(NULL));                            \
             exit(2);                                                                            \
@@ -31,5 +46,33 @@
             failures++;                                                     \
         }                                                                   \
     } while (0)
+
+/* ncclCommGetAsyncError until comm leaves ncclInProgress (about 60 s at most); its state. */
+static inline ncclResult_t mp_wait(ncclComm_t comm)
+{
+    ncclResult_t st = ncclInProgress;
+    for (int i = 0; i < 60000 && st == ncclInProgress; i++) {
+        NCCLCHECK(ncclCommGetAsyncError(comm, &st));
+        if (st == ncclInProgress) {
+            struct timespec ts = { 0, 1000000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    return st;
+}
+
+/* The end of a program on host communicators: every rank's failures summed over world,
+ * world finalized and destroyed; the process's exit status. */
+static inline int mp_finish(ncclComm_t world, const char *name)
+{
+    int64_t mine = failures, total = 0;
+    int n = 0;
+    NCCLCHECK(ncclCommCount(world, &n));
+    NCCLCHECK(ncclAllReduce(&mine, &total, 1, ncclInt64, ncclSum, world, NULL));
+    NCCLCHECK(ncclCommFinalize(world));
+    NCCLCHECK(ncclCommDestroy(world));
+    if (rank == 0) printf("%s: %d ranks: %lld failures\n", name, n, (long long)total);
+    return total ? 1 : 0;
+}
 
 #endif

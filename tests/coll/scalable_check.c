@@ -29,25 +29,7 @@
 static int rank, nranks;
 static long failures;
 
-#define NCCLCHECK(call)                                                                         \
-    do {                                                                                        \
-        ncclResult_t r_ = (call);                                                               \
-        if (r_ != ncclSuccess && r_ != ncclInProgress) {                                        \
-            fprintf(stderr, "[%d] %s:%d %s failed: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
-                    ncclGetErrorString(r_), ncclGetLastError(NULL));                            \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
-
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
+#include "mp_check.h"
 
 static void sleep_ms(int ms)
 {
@@ -64,7 +46,7 @@ static ncclComm_t world_from_file(const char *job)
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     ncclUniqueId id;
     if (rank == 0) {
-        NCCLCHECK(ncclGetUniqueId(&id));
+        NCCLCHECK_ASYNC(ncclGetUniqueId(&id));
         FILE *f = fopen(tmp, "wb");
         if (!f || fwrite(&id, sizeof(id), 1, f) != 1 || fclose(f) != 0 || rename(tmp, path)) {
             perror(path);
@@ -86,9 +68,9 @@ static ncclComm_t world_from_file(const char *job)
         }
     }
     ncclComm_t w;
-    NCCLCHECK(ncclCommInitRank(&w, nranks, id, rank));
+    NCCLCHECK_ASYNC(ncclCommInitRank(&w, nranks, id, rank));
     int32_t x = 1, y = 0;
-    NCCLCHECK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, w, NULL));
+    NCCLCHECK_ASYNC(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, w, NULL));
     if (rank == 0) unlink(path); /* everyone has read it */
     return w;
 }
@@ -96,35 +78,31 @@ static ncclComm_t world_from_file(const char *job)
 static void check_comm(ncclComm_t c, int nid, const char *mode)
 {
     int cnt = -1, me = -1;
-    NCCLCHECK(ncclCommCount(c, &cnt));
-    NCCLCHECK(ncclCommUserRank(c, &me));
+    NCCLCHECK_ASYNC(ncclCommCount(c, &cnt));
+    NCCLCHECK_ASYNC(ncclCommUserRank(c, &me));
     EXPECT(cnt == nranks && me == rank, "%d ids, %s: rank %d of %d", nid, mode, me, cnt);
     int64_t x = rank + 1, sum = 0;
-    NCCLCHECK(ncclAllReduce(&x, &sum, 1, ncclInt64, ncclSum, c, NULL));
+    NCCLCHECK_ASYNC(ncclAllReduce(&x, &sum, 1, ncclInt64, ncclSum, c, NULL));
     EXPECT(sum == (int64_t)nranks * (nranks + 1) / 2, "%d ids, %s: allreduce %lld", nid, mode,
            (long long)sum);
     int32_t *all = calloc((size_t)nranks, 4), mine = rank;
-    NCCLCHECK(ncclAllGather(&mine, all, 1, ncclInt32, c, NULL));
+    NCCLCHECK_ASYNC(ncclAllGather(&mine, all, 1, ncclInt32, c, NULL));
     for (int r = 0; r < nranks; r++)
         EXPECT(all[r] == r, "%d ids, %s: allgather slot %d = %d", nid, mode, r, all[r]);
     free(all);
     int32_t s[257], r[257];
     for (int i = 0; i < 257; i++) s[i] = rank * 1000 + i;
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-    NCCLCHECK(ncclGroupStart());
-    NCCLCHECK(ncclSend(s, 257, ncclInt32, next, c, NULL));
-    NCCLCHECK(ncclRecv(r, 257, ncclInt32, prev, c, NULL));
-    NCCLCHECK(ncclGroupEnd());
+    NCCLCHECK_ASYNC(ncclGroupStart());
+    NCCLCHECK_ASYNC(ncclSend(s, 257, ncclInt32, next, c, NULL));
+    NCCLCHECK_ASYNC(ncclRecv(r, 257, ncclInt32, prev, c, NULL));
+    NCCLCHECK_ASYNC(ncclGroupEnd());
     EXPECT(r[0] == prev * 1000 && r[256] == prev * 1000 + 256, "%d ids, %s: ring message %d", nid,
            mode, r[0]);
     /* Every receive is done before anyone destroys the communicator (a send may complete into
      * a shared-memory FIFO before the receiver has mapped it). */
-    NCCLCHECK(ncclCommFinalize(c));
-    ncclResult_t st = ncclInProgress;
-    while (st == ncclInProgress) {
-        NCCLCHECK(ncclCommGetAsyncError(c, &st));
-        if (st == ncclInProgress) sleep_ms(1);
-    }
+    NCCLCHECK_ASYNC(ncclCommFinalize(c));
+    ncclResult_t st = mp_wait(c);
     EXPECT(st == ncclSuccess, "%d ids, %s: finalize ended with %d", nid, mode, st);
 }
 
@@ -133,47 +111,46 @@ static void run(ncclComm_t world, int nid)
     ncclUniqueId *ids = calloc((size_t)nid, sizeof(*ids));
     for (int k = 0; k < nid; k++) {
         int maker = nranks - 1 - k % nranks;
-        if (rank == maker) NCCLCHECK(ncclGetUniqueId(&ids[k]));
-        NCCLCHECK(ncclBroadcast(&ids[k], &ids[k], sizeof(ids[k]), ncclUint8, maker, world, NULL));
+        if (rank == maker) NCCLCHECK_ASYNC(ncclGetUniqueId(&ids[k]));
+        NCCLCHECK_ASYNC(
+            ncclBroadcast(&ids[k], &ids[k], sizeof(ids[k]), ncclUint8, maker, world, NULL));
     }
     for (int k = 1; k < nid; k++)
         EXPECT(memcmp(&ids[k], &ids[0], sizeof(ids[0])) != 0, "ids 0 and %d are equal", k);
     ncclComm_t c = NULL;
-    NCCLCHECK(ncclCommInitRankScalable(&c, nranks, rank, nid, ids, NULL));
+    NCCLCHECK_ASYNC(ncclCommInitRankScalable(&c, nranks, rank, nid, ids, NULL));
     check_comm(c, nid, "blocking");
-    NCCLCHECK(ncclCommDestroy(c));
+    NCCLCHECK_ASYNC(ncclCommDestroy(c));
 
     /* Fresh ids (a root serves one rendezvous), non-blocking init. */
     for (int k = 0; k < nid; k++) {
         int maker = (k * 3 + 1) % nranks;
-        if (rank == maker) NCCLCHECK(ncclGetUniqueId(&ids[k]));
-        NCCLCHECK(ncclBroadcast(&ids[k], &ids[k], sizeof(ids[k]), ncclUint8, maker, world, NULL));
+        if (rank == maker) NCCLCHECK_ASYNC(ncclGetUniqueId(&ids[k]));
+        NCCLCHECK_ASYNC(
+            ncclBroadcast(&ids[k], &ids[k], sizeof(ids[k]), ncclUint8, maker, world, NULL));
     }
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclResult_t r = ncclCommInitRankScalable(&c, nranks, rank, nid, ids, &cfg);
     EXPECT(r == ncclInProgress || r == ncclSuccess, "non-blocking init returned %d", r);
-    ncclResult_t st = ncclInProgress;
-    for (int i = 0; i < 60000 && st == ncclInProgress; i++) {
-        NCCLCHECK(ncclCommGetAsyncError(c, &st));
-        if (st == ncclInProgress) sleep_ms(1);
-    }
+    ncclResult_t st = mp_wait(c);
     EXPECT(st == ncclSuccess, "%d ids: non-blocking init ended with %s (%s)", nid,
            ncclGetErrorString(st), ncclGetLastError(c));
     if (st == ncclSuccess) check_comm(c, nid, "non-blocking");
-    NCCLCHECK(ncclCommDestroy(c));
+    NCCLCHECK_ASYNC(ncclCommDestroy(c));
 
     /* Fresh ids again, init inside a group. */
     for (int k = 0; k < nid; k++) {
         int maker = (k * 5 + 2) % nranks;
-        if (rank == maker) NCCLCHECK(ncclGetUniqueId(&ids[k]));
-        NCCLCHECK(ncclBroadcast(&ids[k], &ids[k], sizeof(ids[k]), ncclUint8, maker, world, NULL));
+        if (rank == maker) NCCLCHECK_ASYNC(ncclGetUniqueId(&ids[k]));
+        NCCLCHECK_ASYNC(
+            ncclBroadcast(&ids[k], &ids[k], sizeof(ids[k]), ncclUint8, maker, world, NULL));
     }
-    NCCLCHECK(ncclGroupStart());
-    NCCLCHECK(ncclCommInitRankScalable(&c, nranks, rank, nid, ids, NULL));
-    NCCLCHECK(ncclGroupEnd());
+    NCCLCHECK_ASYNC(ncclGroupStart());
+    NCCLCHECK_ASYNC(ncclCommInitRankScalable(&c, nranks, rank, nid, ids, NULL));
+    NCCLCHECK_ASYNC(ncclGroupEnd());
     check_comm(c, nid, "grouped");
-    NCCLCHECK(ncclCommDestroy(c));
+    NCCLCHECK_ASYNC(ncclCommDestroy(c));
     free(ids);
 }
 
@@ -210,8 +187,8 @@ int main(int argc, char **argv)
         p++;
     }
     long total = 0;
-    NCCLCHECK(ncclAllReduce(&failures, &total, 1, ncclInt64, ncclSum, world, NULL));
-    NCCLCHECK(ncclCommDestroy(world));
+    NCCLCHECK_ASYNC(ncclAllReduce(&failures, &total, 1, ncclInt64, ncclSum, world, NULL));
+    NCCLCHECK_ASYNC(ncclCommDestroy(world));
     if (rank == 0) printf("scalable_check: %d ranks: %ld failures\n", nranks, total);
     fflush(stdout);
     if (linger > 0) sleep((unsigned)linger);

@@ -30,22 +30,6 @@ static int env_int(const char *a, const char *b, int def)
     return v && *v ? atoi(v) : def;
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-    nanosleep(&ts, NULL);
-}
-
-static ncclResult_t wait_ready(ncclComm_t c)
-{
-    ncclResult_t st = ncclInProgress;
-    for (int i = 0; i < 60000 && st == ncclInProgress; i++) {
-        NCCLCHECK(ncclCommGetAsyncError(c, &st));
-        if (st == ncclInProgress) sleep_ms(1);
-    }
-    return st;
-}
-
 /* The library in this process must be zinc's. */
 static int check_loaded_library(void)
 {
@@ -185,7 +169,7 @@ static void test_config(ncclComm_t world)
     ncclComm_t c = NULL;
     ncclResult_t r = ncclCommInitRankConfig(&c, nranks, id, rank, &cfg);
     EXPECT(r == ncclInProgress || r == ncclSuccess, "non-blocking init returned %d", r);
-    EXPECT(wait_ready(c) == ncclSuccess, "non-blocking init did not complete");
+    EXPECT(mp_wait(c) == ncclSuccess, "non-blocking init did not complete");
     float v = (float)rank, w = 0;
     float scalar = 0.5f;
     ncclRedOp_t op;
@@ -195,7 +179,7 @@ static void test_config(ncclComm_t world)
     NCCLCHECK(ncclRedOpDestroy(op, c));
     r = ncclCommFinalize(c);
     EXPECT(r == ncclInProgress || r == ncclSuccess, "non-blocking finalize returned %d", r);
-    EXPECT(wait_ready(c) == ncclSuccess, "non-blocking finalize did not complete");
+    EXPECT(mp_wait(c) == ncclSuccess, "non-blocking finalize did not complete");
     NCCLCHECK(ncclCommDestroy(c));
 }
 
@@ -227,10 +211,5 @@ int main(void)
     EXPECT(strstr(ncclGetLastError(world), "sendbuff") != NULL, "last error: %s",
            ncclGetLastError(world));
 
-    long total = 0;
-    NCCLCHECK(ncclAllReduce(&failures, &total, 1, ncclInt64, ncclSum, world, NULL));
-    NCCLCHECK(ncclCommFinalize(world));
-    NCCLCHECK(ncclCommDestroy(world));
-    if (rank == 0) printf("compat_check: %d ranks: %ld failures\n", nranks, total);
-    return total ? 1 : 0;
+    return mp_finish(world, "compat_check");
 }

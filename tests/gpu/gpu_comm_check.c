@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static int rank, nranks;
 static long failures;
@@ -199,24 +198,12 @@ static void test_shrink(ncclComm_t world)
         ncclComm_t nb = NULL;
         ncclResult_t r = ncclCommShrink(world, &last, 1, &nb, &cfg, NCCL_SHRINK_DEFAULT);
         EXPECT(r == ncclSuccess || r == ncclInProgress, "non-blocking shrink returned %d", r);
-        ncclResult_t st = ncclInProgress;
-        for (int i = 0; i < 60000 && st == ncclInProgress; i++) {
-            NCCLCHECK(ncclCommGetAsyncError(nb, &st));
-            if (st == ncclInProgress) {
-                struct timespec ts = { 0, 1000000 };
-                nanosleep(&ts, NULL);
-            }
-        }
+        ncclResult_t st = mp_wait(nb);
         EXPECT(st == ncclSuccess, "non-blocking shrink ended in %d", st);
         if (st == ncclSuccess) check_members(nb, members, last, "non-blocking shrink");
         r = ncclCommFinalize(nb);
         EXPECT(r == ncclSuccess || r == ncclInProgress, "non-blocking finalize returned %d", r);
-        for (int i = 0; i < 60000; i++) {
-            NCCLCHECK(ncclCommGetAsyncError(nb, &st));
-            if (st != ncclInProgress) break;
-            struct timespec ts = { 0, 1000000 };
-            nanosleep(&ts, NULL);
-        }
+        st = mp_wait(nb);
         EXPECT(st == ncclSuccess, "non-blocking finalize ended in %d", st);
         NCCLCHECK(ncclCommDestroy(nb));
         NCCLCHECK(ncclCommDestroy(s));
