@@ -21,25 +21,7 @@
 static int rank, nranks;
 static int failures;
 
-#define CHECK_OK(call)                                                                     \
-    do {                                                                                   \
-        ncclResult_t r_ = (call);                                                          \
-        if (r_ != ncclSuccess) {                                                           \
-            fprintf(stderr, "[%d] %s:%d %s failed: %d\n", rank, __FILE__, __LINE__, #call, \
-                    (int)r_);                                                              \
-            exit(2);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
+#include "../coll/mp_check.h"
 
 /* The byte at offset i of a block that rank src contributes (or sends to dst with tag). */
 static uint8_t pattern(int src, int dst, uint32_t tag, size_t i)
@@ -55,7 +37,7 @@ static void check_allgather(struct zn_boot *b, size_t block)
     uint8_t *buf = malloc(block * (size_t)nranks);
     memset(buf, 0xEE, block * (size_t)nranks);
     for (size_t i = 0; i < block; i++) buf[(size_t)rank * block + i] = pattern(rank, -1, 0, i);
-    CHECK_OK(zn_boot_allgather(b, buf, block));
+    NCCLCHECK(zn_boot_allgather(b, buf, block));
     for (int r = 0; r < nranks; r++) {
         size_t bad = block;
         for (size_t i = 0; i < block && bad == block; i++)
@@ -86,7 +68,7 @@ static void check_send_recv(struct zn_boot *b)
             size_t len = msg_len(tags[t], rank, dst, k);
             uint8_t *m = malloc(len);
             for (size_t i = 0; i < len; i++) m[i] = pattern(rank, dst, tags[t] + 1000u * k, i);
-            CHECK_OK(zn_boot_send(b, dst, tags[t], m, len));
+            NCCLCHECK(zn_boot_send(b, dst, tags[t], m, len));
             free(m);
         }
     }
@@ -96,7 +78,7 @@ static void check_send_recv(struct zn_boot *b)
             size_t len = msg_len(tags[t], src, rank, k);
             uint8_t *m = malloc(len);
             memset(m, 0, len);
-            CHECK_OK(zn_boot_recv(b, src, tags[t], m, len));
+            NCCLCHECK(zn_boot_recv(b, src, tags[t], m, len));
             size_t bad = len;
             for (size_t i = 0; i < len && bad == len; i++)
                 if (m[i] != pattern(src, rank, tags[t] + 1000u * k, i)) bad = i;
@@ -116,11 +98,11 @@ static void sleep_ms(int ms)
 /* A barrier must not return on any rank before the last rank entered it. */
 static void check_barrier(struct zn_boot *b)
 {
-    for (int i = 0; i < 10; i++) CHECK_OK(zn_boot_barrier(b));
+    for (int i = 0; i < 10; i++) NCCLCHECK(zn_boot_barrier(b));
     if (nranks < 2) return;
     int64_t t0 = zn_now_ns();
     if (rank == nranks - 1) sleep_ms(300);
-    CHECK_OK(zn_boot_barrier(b));
+    NCCLCHECK(zn_boot_barrier(b));
     double ms = (zn_now_ns() - t0) / 1e6;
     /* Not 300: a rank descheduled on a loaded machine may leave the previous barrier late. */
     EXPECT(ms >= 150, "barrier returned after %.0f ms although rank %d entered it 300 ms late", ms,
@@ -134,11 +116,11 @@ int main(void)
     rank = li.rank;
     nranks = li.nranks;
     ncclUniqueId id;
-    CHECK_OK(zn_boot_get_unique_id(&id));
+    NCCLCHECK(zn_boot_get_unique_id(&id));
     atomic_int abort_flag = 0;
     struct zn_boot *b;
     int64_t t0 = zn_now_ns();
-    CHECK_OK(zn_boot_init(&id, rank, nranks, &abort_flag, &b));
+    NCCLCHECK(zn_boot_init(&id, rank, nranks, &abort_flag, &b));
     double init_ms = (zn_now_ns() - t0) / 1e6;
     EXPECT(zn_boot_rank(b) == rank && zn_boot_nranks(b) == nranks, "rank/nranks %d/%d, want %d/%d",
            zn_boot_rank(b), zn_boot_nranks(b), rank, nranks);
