@@ -41,15 +41,7 @@ static int rank, nranks, verbose;
 static ncclComm_t comm;
 static long checks, failures;
 
-#define NCCLCHECK(call)                                                                         \
-    do {                                                                                        \
-        ncclResult_t r_ = (call);                                                               \
-        if (r_ != ncclSuccess) {                                                                \
-            fprintf(stderr, "[%d] %s:%d %s failed: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
-                    ncclGetErrorString(r_), ncclGetLastError(comm));                            \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "mp_check.h"
 
 /* --- inputs and reference ----------------------------------------------------------------- */
 /*
@@ -463,13 +455,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    struct zn_launch_info li;
-    zn_launch_info_get(&li);
-    rank = li.rank;
-    nranks = li.nranks;
-    ncclUniqueId id;
-    NCCLCHECK(ncclGetUniqueId(&id));
-    NCCLCHECK(ncclCommInitRank(&comm, nranks, id, rank));
+    comm = mp_world();
 
     size_t counts[16];
     int ncounts = 0;

@@ -383,13 +383,7 @@ static void test_queries(void)
 
 int main(void)
 {
-    struct zn_launch_info li;
-    zn_launch_info_get(&li);
-    rank = li.rank;
-    nranks = li.nranks;
-    ncclUniqueId id;
-    NCCLCHECK(ncclGetUniqueId(&id));
-    NCCLCHECK(ncclCommInitRank(&world, nranks, id, rank));
+    world = mp_world();
 
     test_queries();
     test_premulsum();

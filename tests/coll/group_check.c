@@ -296,13 +296,7 @@ static void test_bad_args(void)
 
 int main(void)
 {
-    struct zn_launch_info li;
-    zn_launch_info_get(&li);
-    rank = li.rank;
-    nranks = li.nranks;
-    ncclUniqueId id;
-    NCCLCHECK(ncclGetUniqueId(&id));
-    NCCLCHECK(ncclCommInitRank(&world, nranks, id, rank));
+    world = mp_world();
     int cnt, me, dev;
     NCCLCHECK(ncclCommCount(world, &cnt));
     NCCLCHECK(ncclCommUserRank(world, &me));

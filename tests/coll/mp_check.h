@@ -8,6 +8,8 @@
  *   EXPECT(cond, fmt...)  counts a failure with a message, and goes on
  *   mp_wait(comm)         polls a non-blocking communicator until it leaves ncclInProgress
  *   mp_finish(world, name) sums every rank's failures, finalizes and destroys world
+ *   mp_world()            sets rank and nranks from the launcher and makes the world
+ *                         communicator (programs that include bootstrap/launcher.h first)
  */
 #ifndef ZT_MP_CHECK_H
 #define ZT_MP_CHECK_H
@@ -60,6 +62,23 @@ static inline ncclResult_t mp_wait(ncclComm_t comm)
     }
     return st;
 }
+
+#ifdef ZN_BOOTSTRAP_LAUNCHER_H
+/* rank and nranks from the launcher's environment, and the communicator of them all from the
+ * unique id that every rank gets alike (ZINC_COMM_ID, which zinc-run sets). */
+static inline ncclComm_t mp_world(void)
+{
+    struct zn_launch_info li;
+    zn_launch_info_get(&li);
+    rank = li.rank;
+    nranks = li.nranks;
+    ncclUniqueId id;
+    ncclComm_t w = NULL;
+    NCCLCHECK(ncclGetUniqueId(&id));
+    NCCLCHECK(ncclCommInitRank(&w, nranks, id, rank));
+    return w;
+}
+#endif
 
 /* The end of a program on host communicators: every rank's failures summed over world,
  * world finalized and destroyed; the process's exit status. */

@@ -22,15 +22,7 @@
 static int rank, nranks;
 static long failures;
 
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
+#include "../coll/mp_check.h"
 
 #define EXPECT_UNSUPPORTED(call, name)                                                         \
     do {                                                                                       \

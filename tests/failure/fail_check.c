@@ -49,16 +49,6 @@ struct params {
 static int failures;
 static char host[256];
 
-#define EXPECT(cond, ...)        \
-    do {                         \
-        if (!(cond)) {           \
-            printf("  FAIL: ");  \
-            printf(__VA_ARGS__); \
-            printf("\n");        \
-            failures++;          \
-        }                        \
-    } while (0)
-
 /* --- children ---------------------------------------------------------------------------- */
 
 /* Init through the unique id of ZINC_COMM_ID; a failure is reported and ends the child. */
@@ -332,10 +322,10 @@ static void print_ranks(const struct fh_job *job)
 static void expect_clean_exit(const struct fh_job *job, int r)
 {
     const struct fh_rank *k = &job->ranks[r];
-    EXPECT(k->exited && WIFEXITED(k->status) && WEXITSTATUS(k->status) == 0,
-           "rank %d did not exit cleanly (status 0x%x): a crash, or a sanitizer report", r,
-           k->status);
-    EXPECT(!fh_find(job, r, "wrong"), "rank %d got wrong data from a call that succeeded", r);
+    FH_EXPECT(k->exited && WIFEXITED(k->status) && WEXITSTATUS(k->status) == 0,
+              "rank %d did not exit cleanly (status 0x%x): a crash, or a sanitizer report", r,
+              k->status);
+    FH_EXPECT(!fh_find(job, r, "wrong"), "rank %d got wrong data from a call that succeeded", r);
 }
 
 /* A survivor's failing call: its code, when it returned, and whom it blames. */
@@ -345,23 +335,23 @@ static void expect_failure(const struct fh_job *job, int r, const char *tag, int
 {
     const struct fh_record *f = fh_find(job, r, tag);
     if (!f) {
-        EXPECT(0, "rank %d reported no failing call (\"%s\")", r, tag);
+        FH_EXPECT(0, "rank %d reported no failing call (\"%s\")", r, tag);
         return;
     }
     if (want_code >= 0)
-        EXPECT(f->code == want_code, "rank %d: %s returned %d (%s), want %s", r, tag, f->code,
-               ncclGetErrorString((ncclResult_t)f->code),
-               ncclGetErrorString((ncclResult_t)want_code));
+        FH_EXPECT(f->code == want_code, "rank %d: %s returned %d (%s), want %s", r, tag, f->code,
+                  ncclGetErrorString((ncclResult_t)f->code),
+                  ncclGetErrorString((ncclResult_t)want_code));
     else
-        EXPECT(f->code != ncclSuccess, "rank %d: %s returned ncclSuccess", r, tag);
+        FH_EXPECT(f->code != ncclSuccess, "rank %d: %s returned ncclSuccess", r, tag);
     double ms = (f->t_ns - since_ns) / 1e6;
-    EXPECT(ms < max_ms, "rank %d: %s returned %.0f ms after %s (limit %.0f ms)", r, tag, ms,
-           since_what, max_ms);
+    FH_EXPECT(ms < max_ms, "rank %d: %s returned %.0f ms after %s (limit %.0f ms)", r, tag, ms,
+              since_what, max_ms);
     if (blame >= 0) {
-        EXPECT(fh_names_rank(f->text, blame), "rank %d: the error does not name rank %d: \"%s\"", r,
-               blame, f->text);
-        EXPECT(!need_host || strstr(f->text, host) != NULL,
-               "rank %d: the error does not name the host \"%s\": \"%s\"", r, host, f->text);
+        FH_EXPECT(fh_names_rank(f->text, blame), "rank %d: the error does not name rank %d: \"%s\"",
+                  r, blame, f->text);
+        FH_EXPECT(!need_host || strstr(f->text, host) != NULL,
+                  "rank %d: the error does not name the host \"%s\": \"%s\"", r, host, f->text);
     }
 }
 
@@ -369,9 +359,9 @@ static void check_abort_time(const struct fh_job *job, int r, double max_ms)
 {
     const struct fh_record *a = fh_find(job, r, "abort");
     if (!a) return;
-    EXPECT(a->code == ncclSuccess, "rank %d: ncclCommAbort returned %d", r, a->code);
-    EXPECT(a->dur_ns / 1e6 < max_ms, "rank %d: ncclCommAbort took %.0f ms (limit %.0f ms)", r,
-           a->dur_ns / 1e6, max_ms);
+    FH_EXPECT(a->code == ncclSuccess, "rank %d: ncclCommAbort returned %d", r, a->code);
+    FH_EXPECT(a->dur_ns / 1e6 < max_ms, "rank %d: ncclCommAbort took %.0f ms (limit %.0f ms)", r,
+              a->dur_ns / 1e6, max_ms);
 }
 
 static void check(const struct params *p, const struct fh_job *job)
@@ -379,20 +369,20 @@ static void check(const struct params *p, const struct fh_job *job)
     int n = job->nranks, K = p->victim, zt_ms = job->zinc_timeout_s * 1000;
     /* "Within ZINC_TIMEOUT": the deadline plus the polling slack of a loaded 2-core machine. */
     double within_timeout = zt_ms + 3000.0;
-    EXPECT(!job->timed_out, "the run did not finish within %d s (a hang)", job->wall_s);
+    FH_EXPECT(!job->timed_out, "the run did not finish within %d s (a hang)", job->wall_s);
     switch (p->sc) {
     case KILL:
     case EXIT: {
         const struct fh_record *k = fh_find(job, K, "kill");
-        EXPECT(k != NULL, "rank %d never reached its kill point", K);
+        FH_EXPECT(k != NULL, "rank %d never reached its kill point", K);
         if (!k) break;
         const struct fh_rank *v = &job->ranks[K];
         if (p->sc == KILL)
-            EXPECT(WIFSIGNALED(v->status) && WTERMSIG(v->status) == SIGKILL,
-                   "the victim's status is 0x%x, not SIGKILL", v->status);
+            FH_EXPECT(WIFSIGNALED(v->status) && WTERMSIG(v->status) == SIGKILL,
+                      "the victim's status is 0x%x, not SIGKILL", v->status);
         else
-            EXPECT(WIFEXITED(v->status) && WEXITSTATUS(v->status) == 0,
-                   "the victim's status is 0x%x, not exit 0", v->status);
+            FH_EXPECT(WIFEXITED(v->status) && WEXITSTATUS(v->status) == 0,
+                      "the victim's status is 0x%x, not exit 0", v->status);
         /* Shared memory watches the peers' pids: detection is fast. */
         double limit = p->socket ? within_timeout : 3000.0;
         for (int r = 0; r < n; r++) {
@@ -405,7 +395,7 @@ static void check(const struct params *p, const struct fh_job *job)
     }
     case ABORT: {
         const struct fh_record *a = fh_find(job, 0, "abort_start");
-        EXPECT(a != NULL, "rank 0 never called ncclCommAbort");
+        FH_EXPECT(a != NULL, "rank 0 never called ncclCommAbort");
         if (!a) break;
         for (int r = 0; r < n; r++) expect_clean_exit(job, r);
         expect_failure(job, 0, "fail", -1, a->t_ns, 1000, "ncclCommAbort was called", -1, 0);
@@ -423,12 +413,12 @@ static void check(const struct params *p, const struct fh_job *job)
     case ABORT_LOOP: {
         for (int r = 0; r < n; r++) expect_clean_exit(job, r);
         const struct fh_record *l = fh_find(job, 0, "loop");
-        EXPECT(l != NULL, "rank 0 did not finish its %d cycles", ABORT_CYCLES);
+        FH_EXPECT(l != NULL, "rank 0 did not finish its %d cycles", ABORT_CYCLES);
         if (!l) break;
-        EXPECT(l->code != ncclSuccess,
-               "rank 0: blocked calls returned ncclSuccess after ncclCommAbort: %s", l->text);
-        EXPECT(l->dur_ns / 1e6 < 1000, "rank 0: a blocked call returned %.0f ms after the abort",
-               l->dur_ns / 1e6);
+        FH_EXPECT(l->code != ncclSuccess,
+                  "rank 0: blocked calls returned ncclSuccess after ncclCommAbort: %s", l->text);
+        FH_EXPECT(l->dur_ns / 1e6 < 1000, "rank 0: a blocked call returned %.0f ms after the abort",
+                  l->dur_ns / 1e6);
         check_abort_time(job, 0, 1000);
         break;
     }
@@ -436,46 +426,46 @@ static void check(const struct params *p, const struct fh_job *job)
         for (int r = 0; r < n; r++) {
             if (r == K) continue;
             expect_clean_exit(job, r);
-            EXPECT(!fh_find(job, r, "ok"), "rank %d: init succeeded without rank %d", r, K);
+            FH_EXPECT(!fh_find(job, r, "ok"), "rank %d: init succeeded without rank %d", r, K);
             expect_failure(job, r, "init", ncclRemoteError, job->start_ns, within_timeout,
                            "the start", -1, 0);
             const struct fh_record *f = fh_find(job, r, "init");
             if (f)
-                EXPECT(fh_names_rank(f->text, K) && strstr(f->text, "missing"),
-                       "rank %d: the error does not name rank %d as missing: \"%s\"", r, K,
-                       f->text);
+                FH_EXPECT(fh_names_rank(f->text, K) && strstr(f->text, "missing"),
+                          "rank %d: the error does not name rank %d as missing: \"%s\"", r, K,
+                          f->text);
         }
         break;
     case INIT_KILLED:
-        EXPECT(job->kill_ns != 0, "the parent never killed rank %d", K);
+        FH_EXPECT(job->kill_ns != 0, "the parent never killed rank %d", K);
         for (int r = 0; r < n; r++) {
             if (r == K) continue;
             expect_clean_exit(job, r);
-            EXPECT(!fh_find(job, r, "ok"), "rank %d: init succeeded without rank %d", r, K);
+            FH_EXPECT(!fh_find(job, r, "ok"), "rank %d: init succeeded without rank %d", r, K);
             const struct fh_record *f = fh_find(job, r, "init");
             /* Well before ZINC_TIMEOUT (30 s); the late rank from its own start. */
             expect_failure(job, r, "init", ncclRemoteError,
                            r == p->late && f ? f->t_ns - f->dur_ns : job->kill_ns, 10000,
                            r == p->late ? "its init call" : "the kill", -1, 0);
             if (f)
-                EXPECT(fh_names_rank(f->text, K),
-                       "rank %d: the error does not name rank %d: \"%s\"", r, K, f->text);
+                FH_EXPECT(fh_names_rank(f->text, K),
+                          "rank %d: the error does not name rank %d: \"%s\"", r, K, f->text);
         }
         break;
     case MISMATCH:
         for (int r = 0; r < n; r++) {
             expect_clean_exit(job, r);
             const struct fh_record *c = fh_find(job, r, "corrupt");
-            EXPECT(!c, "rank %d: memory corrupted: %s", r, c ? c->text : "");
-            EXPECT(!fh_find(job, r, "ok"), "rank %d: the mismatched ncclAllReduce succeeded", r);
+            FH_EXPECT(!c, "rank %d: memory corrupted: %s", r, c ? c->text : "");
+            FH_EXPECT(!fh_find(job, r, "ok"), "rank %d: the mismatched ncclAllReduce succeeded", r);
             const struct fh_record *f = fh_find(job, r, "fail");
             if (f)
-                EXPECT(f->code == ncclInvalidUsage || f->code == ncclRemoteError,
-                       "rank %d: returned %s, want ncclInvalidUsage or ncclRemoteError", r,
-                       ncclGetErrorString((ncclResult_t)f->code));
+                FH_EXPECT(f->code == ncclInvalidUsage || f->code == ncclRemoteError,
+                          "rank %d: returned %s, want ncclInvalidUsage or ncclRemoteError", r,
+                          ncclGetErrorString((ncclResult_t)f->code));
             if (f)
-                EXPECT(f->dur_ns / 1e6 < within_timeout, "rank %d: failed only after %.0f ms", r,
-                       f->dur_ns / 1e6);
+                FH_EXPECT(f->dur_ns / 1e6 < within_timeout, "rank %d: failed only after %.0f ms", r,
+                          f->dur_ns / 1e6);
         }
         break;
     default: break;

@@ -74,4 +74,16 @@ const struct fh_record *fh_find(const struct fh_job *job, int r, const char *tag
  * that holds k. */
 int fh_names_rank(const char *text, int k);
 
+/* The parent's checks of what the ranks reported: a failed one is printed and counted in the
+ * program's `static int failures`. */
+#define FH_EXPECT(cond, ...)     \
+    do {                         \
+        if (!(cond)) {           \
+            printf("  FAIL: ");  \
+            printf(__VA_ARGS__); \
+            printf("\n");        \
+            failures++;          \
+        }                        \
+    } while (0)
+
 #endif

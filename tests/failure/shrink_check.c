@@ -35,16 +35,6 @@ struct params {
 
 static int failures;
 
-#define EXPECT(cond, ...)        \
-    do {                         \
-        if (!(cond)) {           \
-            printf("  FAIL: ");  \
-            printf(__VA_ARGS__); \
-            printf("\n");        \
-            failures++;          \
-        }                        \
-    } while (0)
-
 static atomic_int iterations;
 
 static void *killer_main(void *arg)
@@ -178,31 +168,31 @@ static void print_ranks(const struct fh_job *job)
 static void check(const struct params *p, const struct fh_job *job)
 {
     int K = p->victim;
-    EXPECT(!job->timed_out, "the run did not finish within %d s (a hang)", job->wall_s);
+    FH_EXPECT(!job->timed_out, "the run did not finish within %d s (a hang)", job->wall_s);
     const struct fh_rank *v = &job->ranks[K];
-    EXPECT(fh_find(job, K, "kill") && WIFSIGNALED(v->status) && WTERMSIG(v->status) == SIGKILL,
-           "rank %d was not killed in the middle of the loop (status 0x%x)", K, v->status);
+    FH_EXPECT(fh_find(job, K, "kill") && WIFSIGNALED(v->status) && WTERMSIG(v->status) == SIGKILL,
+              "rank %d was not killed in the middle of the loop (status 0x%x)", K, v->status);
     for (int r = 0; r < job->nranks; r++) {
         if (r == K) continue;
         const struct fh_rank *k = &job->ranks[r];
-        EXPECT(k->exited && WIFEXITED(k->status) && WEXITSTATUS(k->status) == 0,
-               "rank %d did not exit cleanly (status 0x%x)", r, k->status);
+        FH_EXPECT(k->exited && WIFEXITED(k->status) && WEXITSTATUS(k->status) == 0,
+                  "rank %d did not exit cleanly (status 0x%x)", r, k->status);
         const struct fh_record *f = fh_find(job, r, "fail"), *s = fh_find(job, r, "shrink");
         const struct fh_record *w = fh_find(job, r, "wrong");
-        EXPECT(f && f->code == ncclRemoteError,
-               "rank %d: the parent's allreduce returned %d, "
-               "not ncclRemoteError",
-               r, f ? f->code : -1);
-        EXPECT(s && s->code == ncclSuccess, "rank %d: ncclCommShrink returned %d: %s", r,
-               s ? s->code : -1, s ? s->text : "(never called)");
-        EXPECT(!s || s->dur_ns < 15000 * MS, "rank %d: ncclCommShrink took %.0f ms", r,
-               s ? s->dur_ns / 1e6 : 0);
-        EXPECT(!w, "rank %d: %s", r, w ? w->text : "");
-        EXPECT(fh_find(job, r, "newcomm"), "rank %d never used the new communicator", r);
+        FH_EXPECT(f && f->code == ncclRemoteError,
+                  "rank %d: the parent's allreduce returned %d, "
+                  "not ncclRemoteError",
+                  r, f ? f->code : -1);
+        FH_EXPECT(s && s->code == ncclSuccess, "rank %d: ncclCommShrink returned %d: %s", r,
+                  s ? s->code : -1, s ? s->text : "(never called)");
+        FH_EXPECT(!s || s->dur_ns < 15000 * MS, "rank %d: ncclCommShrink took %.0f ms", r,
+                  s ? s->dur_ns / 1e6 : 0);
+        FH_EXPECT(!w, "rank %d: %s", r, w ? w->text : "");
+        FH_EXPECT(fh_find(job, r, "newcomm"), "rank %d never used the new communicator", r);
         const struct fh_record *dn = fh_find(job, r, "destroy_new"),
                                *dp = fh_find(job, r, "destroy");
-        EXPECT(dn && dn->code == ncclSuccess && dp && dp->code == ncclSuccess,
-               "rank %d: destroying the communicators failed", r);
+        FH_EXPECT(dn && dn->code == ncclSuccess && dp && dp->code == ncclSuccess,
+                  "rank %d: destroying the communicators failed", r);
     }
 }
 
