@@ -295,30 +295,6 @@ static void child_mismatch(int rank, int nranks, void *arg)
 
 /* --- checks in the parent ------------------------------------------------------------------ */
 
-static void print_ranks(const struct fh_job *job)
-{
-    for (int r = 0; r < job->nranks; r++) {
-        const struct fh_rank *k = &job->ranks[r];
-        char st[64];
-        if (!k->exited)
-            snprintf(st, sizeof(st), "not reaped");
-        else if (WIFSIGNALED(k->status))
-            snprintf(st, sizeof(st), "killed by signal %d", WTERMSIG(k->status));
-        else
-            snprintf(st, sizeof(st), "exit %d", WEXITSTATUS(k->status));
-        printf("  rank %d (pid %d, %s):\n", r, (int)k->pid, st);
-        for (int i = 0; i < k->nrec; i++) {
-            const struct fh_record *c = &k->rec[i];
-            if (!strcmp(c->tag, "done")) continue;
-            printf("    %-11s at %7.1f ms", c->tag, (c->t_ns - job->start_ns) / 1e6);
-            if (c->dur_ns) printf(" took %7.1f ms", c->dur_ns / 1e6);
-            if (c->code) printf(" %s (%d)", ncclGetErrorString((ncclResult_t)c->code), c->code);
-            if (strcmp(c->text, "-")) printf(": %s", c->text);
-            printf("\n");
-        }
-    }
-}
-
 static void expect_clean_exit(const struct fh_job *job, int r)
 {
     const struct fh_rank *k = &job->ranks[r];
@@ -518,7 +494,7 @@ static int run_one(struct params *p, int nranks)
         printf("  FAIL: the harness could not run the job\n");
         return 1;
     }
-    print_ranks(&job);
+    fh_print_ranks(&job);
     check(p, &job);
     printf("  %s (%.1f s)\n", failures == before ? "PASS" : "FAIL",
            (fh_now_ns() - job.start_ns) / 1e9);

@@ -1,5 +1,6 @@
 /* The failure-test launcher (fail_harness.h). */
 #include "fail_harness.h"
+#include "nccl.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -252,4 +253,28 @@ int fh_names_rank(const char *text, int k)
         }
     }
     return 0;
+}
+
+void fh_print_ranks(const struct fh_job *job)
+{
+    for (int r = 0; r < job->nranks; r++) {
+        const struct fh_rank *k = &job->ranks[r];
+        char st[64];
+        if (!k->exited)
+            snprintf(st, sizeof(st), "not reaped");
+        else if (WIFSIGNALED(k->status))
+            snprintf(st, sizeof(st), "killed by signal %d", WTERMSIG(k->status));
+        else
+            snprintf(st, sizeof(st), "exit %d", WEXITSTATUS(k->status));
+        printf("  rank %d (pid %d, %s):\n", r, (int)k->pid, st);
+        for (int i = 0; i < k->nrec; i++) {
+            const struct fh_record *c = &k->rec[i];
+            if (!strcmp(c->tag, "done")) continue;
+            printf("    %-11s at %7.1f ms", c->tag, (c->t_ns - job->start_ns) / 1e6);
+            if (c->dur_ns) printf(" took %7.1f ms", c->dur_ns / 1e6);
+            if (c->code) printf(" %s (%d)", ncclGetErrorString((ncclResult_t)c->code), c->code);
+            if (strcmp(c->text, "-")) printf(": %s", c->text);
+            printf("\n");
+        }
+    }
 }

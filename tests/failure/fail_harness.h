@@ -74,6 +74,9 @@ const struct fh_record *fh_find(const struct fh_job *job, int r, const char *tag
  * that holds k. */
 int fh_names_rank(const char *text, int k);
 
+/* Print what every rank of job reported, and how it ended (after a failed check). */
+void fh_print_ranks(const struct fh_job *job);
+
 /* The parent's checks of what the ranks reported: a failed one is printed and counted in the
  * program's `static int failures`. */
 #define FH_EXPECT(cond, ...)     \

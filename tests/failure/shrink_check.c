@@ -145,26 +145,6 @@ static void child(int rank, int nranks, void *arg)
     fh_report(rank, "destroy", r, fh_now_ns(), 0, NULL);
 }
 
-static void print_ranks(const struct fh_job *job)
-{
-    for (int r = 0; r < job->nranks; r++) {
-        const struct fh_rank *k = &job->ranks[r];
-        printf("  rank %d (pid %d, %s):\n", r, (int)k->pid,
-               !k->exited               ? "not reaped"
-               : WIFSIGNALED(k->status) ? "killed by a signal"
-                                        : "exited");
-        for (int i = 0; i < k->nrec; i++) {
-            const struct fh_record *c = &k->rec[i];
-            if (!strcmp(c->tag, "done")) continue;
-            printf("    %-11s at %7.1f ms", c->tag, (c->t_ns - job->start_ns) / 1e6);
-            if (c->dur_ns) printf(" took %7.1f ms", c->dur_ns / 1e6);
-            if (c->code) printf(" %s (%d)", ncclGetErrorString((ncclResult_t)c->code), c->code);
-            if (strcmp(c->text, "-")) printf(": %s", c->text);
-            printf("\n");
-        }
-    }
-}
-
 static void check(const struct params *p, const struct fh_job *job)
 {
     int K = p->victim;
@@ -222,7 +202,7 @@ int main(int argc, char **argv)
                 printf("  FAIL: the harness could not run the job\n");
                 return 1;
             }
-            print_ranks(&job);
+            fh_print_ranks(&job);
             check(&p, &job);
             printf("  %s (%.1f s)\n", failures == before ? "PASS" : "FAIL",
                    (fh_now_ns() - job.start_ns) / 1e9);
