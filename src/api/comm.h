@@ -51,10 +51,11 @@ struct ncclComm {
     int nlocal, nhosts;
 
     /* cuda communicators */
-    struct zn_p2p *p2p;      /* GPU arenas, when every GPU reaches every other */
+    struct zn_p2p *p2p;      /* GPU arenas: every peer's, or the ring neighbours' (ring mode) */
     struct zn_cuda_ctx cuda; /* the CUDA executor's view */
     void *host_words;        /* pinned, mapped: [0] abort flag, [1] kernel error */
-    int staged;              /* GPUs that cannot all reach each other: staged path */
+    int staged; /* the staged path exists: for everything (no GPU ring), or in ring mode for
+                   what the ring kernels do not do */
 
     atomic_int abort_flag;
     atomic_int busy;      /* API calls currently using the communicator */

@@ -205,55 +205,38 @@ static ncclResult_t setup_cuda_words(struct ncclComm *c)
     return ncclSuccess;
 }
 
-/* GPUs that all reach each other get arenas in device memory and the GPU kernels; others
- * stage through host memory with the host algorithms (exec/cuda_stage.h). Every rank judges the
- * pairs it can see and the verdicts are combined, so the decision is the same everywhere even if
- * some process cannot see some GPU. */
-static ncclResult_t setup_cuda(struct ncclComm *c)
+/* Every rank must lay out its arena and cut each call into channels alike, and pick the same
+ * GPU topology: the values come from each rank's environment, so a mismatch is refused on every
+ * rank here rather than hanging or corrupting data later. */
+static ncclResult_t agree_gpu_params(struct ncclComm *c, long long *want)
 {
-    char why[160] = "";
-    const char(*bus)[20] = NULL;
-    char(*ids)[20] = calloc((size_t)c->nranks, sizeof(*ids));
-    int *ok = calloc((size_t)c->nranks, sizeof(int));
-    if (!ids || !ok) {
-        free(ids);
-        free(ok);
-        return zn_error(ncclSystemError, ZN_INIT, "out of memory");
-    }
-    for (int r = 0; r < c->nranks; r++) memcpy(ids[r], c->peers[r].bus_id, 20);
-    bus = (const char(*)[20])ids;
-    ok[c->rank] = zn_p2p_usable(&c->tctx, bus, why, sizeof(why));
-    ncclResult_t res = zn_boot_allgather(c->boot, ok, sizeof(int));
-    int all = 1;
-    for (int r = 0; r < c->nranks && res == ncclSuccess; r++) all &= ok[r];
-    free(ids);
-    free(ok);
-    ZN_CHECK(res);
-    c->staged = !all;
-    if (c->staged) {
-        zn_info(ZN_INIT, "cuda communicator: %s; staging through host memory",
-                *why ? why : "another rank's GPUs cannot reach every peer");
-        return setup_cuda_words(c);
-    }
-    /* Every rank must lay out its arena and cut each call into channels alike: the values
-     * come from each rank's environment, so a mismatch is refused here rather than hanging or
-     * corrupting data later. */
     const struct zn_params *p = zn_params();
-    long long want[4] = { p->gpu_channels, p->gpu_slot_size, p->gpu_chunk, p->gpu_ll_chunk };
-    long long *every = calloc((size_t)c->nranks, sizeof(want));
+    const char *topo = p->p2p_topo;
+    want[0] = p->gpu_channels;
+    want[1] = p->gpu_slot_size;
+    want[2] = p->gpu_chunk;
+    want[3] = p->gpu_ll_chunk;
+    want[4] = !strcmp(topo, "auto") ? 0 : !strcmp(topo, "ring") ? 1 : -1;
+    long long *every = calloc((size_t)c->nranks, 5 * sizeof(long long));
     if (!every) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
-    memcpy(every + 4 * c->rank, want, sizeof(want));
-    res = zn_boot_allgather(c->boot, every, sizeof(want));
+    memcpy(every + 5 * c->rank, want, 5 * sizeof(long long));
+    ncclResult_t res = zn_boot_allgather(c->boot, every, 5 * sizeof(long long));
     for (int r = 0; r < c->nranks && res == ncclSuccess; r++)
-        if (memcmp(every + 4 * r, want, sizeof(want)) != 0)
-            res = zn_error(ncclInvalidUsage, ZN_INIT,
-                           "rank %d has ZINC_GPU_CHANNELS=%lld ZINC_GPU_SLOT_SIZE=%lld "
-                           "ZINC_GPU_CHUNK=%lld ZINC_GPU_LL_CHUNK=%lld but rank %d has %lld, "
-                           "%lld, %lld, %lld: every rank needs the same values",
-                           c->rank, want[0], want[1], want[2], want[3], r, every[4 * r],
-                           every[4 * r + 1], every[4 * r + 2], every[4 * r + 3]);
+        if (memcmp(every + 5 * r, want, 5 * sizeof(long long)) != 0)
+            res =
+                zn_error(ncclInvalidUsage, ZN_INIT,
+                         "rank %d has ZINC_GPU_CHANNELS=%lld ZINC_GPU_SLOT_SIZE=%lld "
+                         "ZINC_GPU_CHUNK=%lld ZINC_GPU_LL_CHUNK=%lld ZINC_P2P_TOPO=%s but rank %d "
+                         "has %lld, %lld, %lld, %lld, %s: every rank needs the same values",
+                         c->rank, want[0], want[1], want[2], want[3], topo, r, every[5 * r],
+                         every[5 * r + 1], every[5 * r + 2], every[5 * r + 3],
+                         every[5 * r + 4] == 0   ? "auto"
+                         : every[5 * r + 4] == 1 ? "ring"
+                                                 : "?");
     free(every);
     /* Range checks after the exchange, so that every rank leaves init together. */
+    if (res == ncclSuccess && want[4] < 0)
+        res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_P2P_TOPO=%s is not auto or ring", topo);
     if (res == ncclSuccess && (want[0] < 1 || want[0] > ZN_DEV_MAX_CH))
         res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_CHANNELS=%lld: must be 1-%d",
                        want[0], ZN_DEV_MAX_CH);
@@ -266,20 +249,95 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     if (res == ncclSuccess && (want[3] < 512 || want[3] > ZN_DEV_LL_BYTES / 2))
         res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_LL_CHUNK=%lld: must be 512-%d",
                        want[3], ZN_DEV_LL_BYTES / 2);
-    ZN_CHECK(res);
+    return res;
+}
+
+/* Which GPU pairs can map each other's memory, agreed by all ranks: every rank judges the
+ * pairs it can see, and a pair counts only if every rank said yes. */
+static ncclResult_t agree_reach(struct ncclComm *c, uint8_t *all, char *why, size_t len)
+{
+    int n = c->nranks;
+    size_t nn = (size_t)n * (size_t)n;
+    char(*ids)[20] = calloc((size_t)n, sizeof(*ids));
+    uint8_t *each = calloc((size_t)n, nn);
+    if (!ids || !each) {
+        free(ids);
+        free(each);
+        return zn_error(ncclSystemError, ZN_INIT, "out of memory");
+    }
+    for (int r = 0; r < n; r++) memcpy(ids[r], c->peers[r].bus_id, 20);
+    zn_p2p_reach(&c->tctx, (const char(*)[20])ids, each + (size_t)c->rank * nn, why, len);
+    ncclResult_t res = zn_boot_allgather(c->boot, each, nn);
+    memset(all, 1, nn);
+    for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < nn; i++) all[i] &= each[(size_t)r * nn + i];
+    free(ids);
+    free(each);
+    return res;
+}
+
+/* GPUs that all reach each other get arenas in device memory mapped by every peer and the
+ * direct kernels. GPUs of which only a ring reaches each other (or with ZINC_P2P_TOPO=ring) map
+ * their ring neighbours: allreduce, allgather, reducescatter, broadcast and reduce run as GPU
+ * ring kernels, and the rest (alltoall, gather, scatter, send/recv) is staged through host
+ * memory. Without a ring, everything is staged (exec/cuda_stage.h). */
+static ncclResult_t setup_cuda(struct ncclComm *c)
+{
+    int n = c->nranks;
+    char why[160] = "";
+    uint8_t reach[ZN_P2P_MAX_RANKS * ZN_P2P_MAX_RANKS];
+    int order[ZN_P2P_MAX_RANKS], full = 0, ring = 0;
+    if (n <= ZN_P2P_MAX_RANKS) {
+        ZN_CHECK(agree_reach(c, reach, why, sizeof(why)));
+        full = 1;
+        for (int i = 0; i < n * n; i++) full &= reach[i];
+        ring = zn_p2p_find_ring(reach, n, order);
+    } else {
+        snprintf(why, sizeof(why), "more than %d GPUs", ZN_P2P_MAX_RANKS);
+    }
+    if (!ring) {
+        c->staged = 1;
+        zn_info(ZN_INIT, "cuda communicator: %s; staging through host memory",
+                *why ? why : "another rank's GPUs cannot reach their peers");
+        return setup_cuda_words(c);
+    }
+    long long want[5];
+    ZN_CHECK(agree_gpu_params(c, want));
+    int ring_mode = !full || want[4] == 1;
+    if (!ring_mode)
+        for (int r = 0; r < n; r++) order[r] = r;
+    int pos = 0;
+    while (order[pos] != c->rank) pos++;
+    int next = order[(pos + 1) % n], prev = order[(pos + n - 1) % n];
+    uint8_t map[ZN_P2P_MAX_RANKS];
+    for (int r = 0; r < n; r++) map[r] = !ring_mode || r == next || r == prev;
     int nch = (int)want[0];
     size_t slot = (size_t)want[1];
-    ZN_CHECK(
-        zn_p2p_create(&c->tctx, c->cuda_dev, zn_dev_arena_bytes(c->nranks, nch, slot), &c->p2p));
+    ZN_CHECK(zn_p2p_create(&c->tctx, c->cuda_dev, zn_dev_arena_bytes(n, nch, slot), map, &c->p2p));
     ZN_CHECK(setup_cuda_words(c));
     struct zn_cuda_ctx *x = &c->cuda;
-    for (int r = 0; r < c->nranks; r++) x->dev.arena[r] = c->p2p->peer[r];
+    for (int r = 0; r < n; r++) x->dev.arena[r] = c->p2p->peer[r];
+    for (int p = 0; p < n; p++) x->dev.ring[p] = (int8_t)order[p];
+    x->dev.ring_pos = pos;
+    x->ring = ring_mode;
     x->max_ch = nch;
     x->chunk = (size_t)want[2];
     x->ll_chunk = (size_t)want[3];
     x->dev.nch = nch;
     x->dev.slot_bytes = slot;
-    x->dev.ll_off = zn_dev_ll_off(c->nranks, nch, slot);
+    x->dev.ll_off = zn_dev_ll_off(n, nch, slot);
+    /* Ring mode stages what the ring kernels do not do: that needs the host path too. */
+    c->staged = ring_mode;
+    if (ring_mode) {
+        char list[64] = "";
+        for (int p = 0; p < n; p++)
+            snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d", p ? " " : "",
+                     order[p]);
+        zn_info(ZN_INIT,
+                "cuda communicator: GPU ring %s (%s); alltoall, gather, scatter and "
+                "send/recv staged through host memory",
+                list, full ? "ZINC_P2P_TOPO=ring" : why);
+    }
     return ncclSuccess;
 }
 

@@ -14,6 +14,16 @@
  *   broadcast, scatter   the root pushes; the others copy out
  *   reduce, gather       everyone pushes to the root; the root reduces / copies out
  *
+ * Ring kernels (ZN_DEV_ALGO_RING) push only to the next rank on the ring and consume only from
+ * the previous one, so they run where only ring neighbours are mapped:
+ *
+ *   allreduce            per window of n pieces: n-1 reduce-scatter steps (take the partial
+ *                        piece from prev, add the own input, pass it on), then n-1 allgather
+ *                        steps (keep the finished piece, pass it on unless next finished it)
+ *   reducescatter        the same reduce-scatter steps over the n blocks
+ *   allgather            pass every block around the ring, keeping each
+ *   broadcast, reduce    a chain from the root / ending at the root
+ *
  * Each output element is computed on exactly one rank (two-shot, reducescatter, reduce) or on
  * every rank from the same operands in rank order (one-shot), so all ranks get the same bits.
  */
@@ -42,10 +52,13 @@ __device__ Range channel_range(uint64_t n, int nch, int ch)
     return { lo, hi };
 }
 
-/* Piece j of a window of w elements split n ways (as the host's shm_rsag). */
+/* Piece j of a window of w elements split n ways, in multiples of 16 elements (vector
+ * alignment; a window holds at most n slots of a multiple of 16 elements, so a piece still fits
+ * one slot). */
 __device__ void piece(uint64_t w, int n, int j, uint64_t *start, uint64_t *len)
 {
     uint64_t pl = (w + n - 1) / n;
+    pl = (pl + 15) / 16 * 16;
     uint64_t s = pl * j;
     *start = s < w ? s : w;
     *len = s < w ? (w - s < pl ? w - s : pl) : 0;
@@ -472,11 +485,197 @@ __device__ void move(Chan &s, const zn_dev_coll_args &a)
     }
 }
 
+/* ---- Ring kernels: talk to the ring neighbours only ---- */
+
+struct Ring {
+    int pos, next, prev;
+};
+
+__device__ Ring ring_of(const zn_dev_comm &c)
+{
+    int n = c.nranks, p = c.ring_pos;
+    return { p, c.ring[(p + 1) % n], c.ring[(p + n - 1) % n] };
+}
+
+/* Block-wide: the next slot from prev reduced with this rank's own operand `own` (cnt
+ * elements; PreMulSum scales own), stored to out and, unless NULL, to fwd. Releases the slot.
+ * post_div only on the last step. Returns false if a wait failed. */
+template <typename T>
+__device__ bool ring_reduce_step(Chan &s, const zn_dev_coll_args &a, int prev, const T *own, T *out,
+                                 T *fwd, uint64_t cnt, T sc, int post_div)
+{
+    const T *p = consume<T>(s, prev);
+    if (!p) return false;
+    const T *srcs[ZN_DEV_MAX_RANKS] = { p, own };
+    T *extra[1] = { fwd };
+    reduce_n<T>(out, extra, fwd ? 1 : 0, srcs, 2, cnt, a.op, 1, a.premul, sc, post_div);
+    release(s, prev);
+    return true;
+}
+
+/* Per window of n pieces (piece j indexed by ring position): reduce-scatter steps st = 0..n-1,
+ * position p passing on piece p-st-1 (its own input at st = 0, the partial sum from prev plus
+ * its own input after) and finishing piece p at st = n-1; the finished piece goes to the output
+ * and to next, and allgather steps pass piece p-st on to the output and to next until it
+ * reaches the position before its owner. */
+template <typename T> __device__ void allreduce_ring(Chan &s, const zn_dev_coll_args &a)
+{
+    int n = s.n;
+    Ring g = ring_of(a.comm);
+    const T *in = (const T *)a.sendbuf;
+    T *out = (T *)a.recvbuf;
+    T sc = scalar_of<T>(a);
+    uint64_t W = a.comm.slot_bytes / sizeof(T) * n;
+    Range r = channel_range(a.count, a.nch, s.ch);
+    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
+        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W, ps, pl;
+        piece(wl, n, (g.pos + n - 1) % n, &ps, &pl);
+        if (!push<T>(s, g.next, in + w0 + ps, pl, a.premul, sc)) return;
+        for (int st = 1; st < n; st++) {
+            int last = st == n - 1;
+            piece(wl, n, (g.pos + 2 * n - 1 - st) % n, &ps, &pl);
+            T *fwd = reserve<T>(s, g.next);
+            if (!fwd) return;
+            /* The finished piece goes to the output and, in the same pass, to next. */
+            if (!ring_reduce_step<T>(s, a, g.prev, in + w0 + ps, last ? out + w0 + ps : fwd,
+                                     last ? fwd : nullptr, pl, sc, last ? a.post_div : 0))
+                return;
+            commit(s, g.next);
+        }
+        for (int st = 1; st < n; st++) {
+            piece(wl, n, (g.pos + n - st) % n, &ps, &pl);
+            T *fwd = nullptr;
+            if (st < n - 1 && !(fwd = reserve<T>(s, g.next))) return;
+            const T *p = consume<T>(s, g.prev);
+            if (!p) return;
+            copy_bytes2((uint8_t *)(out + w0 + ps), (uint8_t *)fwd, (const uint8_t *)p,
+                        pl * sizeof(T));
+            release(s, g.prev);
+            if (fwd) commit(s, g.next);
+        }
+    }
+}
+
+/* Reduce-scatter steps over the n blocks (block of the rank at position q: in + ring[q] *
+ * count); position p finishes its own block at the last step. */
+template <typename T> __device__ void reducescatter_ring(Chan &s, const zn_dev_coll_args &a)
+{
+    int n = s.n;
+    const zn_dev_comm &c = a.comm;
+    Ring g = ring_of(c);
+    const T *in = (const T *)a.sendbuf;
+    T *out = (T *)a.recvbuf;
+    T sc = scalar_of<T>(a);
+    uint64_t W = c.slot_bytes / sizeof(T);
+    Range r = channel_range(a.count, a.nch, s.ch);
+    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
+        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+        int b = c.ring[(g.pos + n - 1) % n];
+        if (!push<T>(s, g.next, in + b * a.count + w0, wl, a.premul, sc)) return;
+        for (int st = 1; st < n; st++) {
+            int last = st == n - 1;
+            b = c.ring[(g.pos + 2 * n - 1 - st) % n];
+            T *fwd = last ? nullptr : reserve<T>(s, g.next);
+            if (!last && !fwd) return;
+            if (!ring_reduce_step<T>(s, a, g.prev, in + b * a.count + w0, last ? out + w0 : fwd,
+                                     nullptr, wl, sc, last ? a.post_div : 0))
+                return;
+            if (!last) commit(s, g.next);
+        }
+    }
+}
+
+/* A chain along the ring that ends at the root: the position after the root starts it with its
+ * own input, each next one adds its own, the root stores the result. */
+template <typename T> __device__ void reduce_ring(Chan &s, const zn_dev_coll_args &a)
+{
+    int n = s.n;
+    const zn_dev_comm &c = a.comm;
+    Ring g = ring_of(c);
+    int me = s.me, root = a.root, rpos = 0;
+    while (c.ring[rpos] != root) rpos++;
+    int first = (rpos + 1) % n == g.pos;
+    const T *in = (const T *)a.sendbuf;
+    T *out = (T *)a.recvbuf;
+    T sc = scalar_of<T>(a);
+    uint64_t W = c.slot_bytes / sizeof(T);
+    Range r = channel_range(a.count, a.nch, s.ch);
+    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
+        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+        if (first) {
+            if (!push<T>(s, g.next, in + w0, wl, a.premul, sc)) return;
+            continue;
+        }
+        T *fwd = me == root ? nullptr : reserve<T>(s, g.next);
+        if (me != root && !fwd) return;
+        if (!ring_reduce_step<T>(s, a, g.prev, in + w0, me == root ? out + w0 : fwd, nullptr, wl,
+                                 sc, me == root ? a.post_div : 0))
+            return;
+        if (fwd) commit(s, g.next);
+    }
+}
+
+/* The byte-moving ring collectives (T = uint8_t, count in bytes per block). */
+__device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
+{
+    int n = s.n, me = s.me, root = a.root;
+    const zn_dev_comm &c = a.comm;
+    Ring g = ring_of(c);
+    const uint8_t *in = (const uint8_t *)a.sendbuf;
+    uint8_t *out = (uint8_t *)a.recvbuf;
+    uint64_t W = c.slot_bytes, cnt = a.count;
+    Range r = channel_range(cnt, a.nch, s.ch);
+    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
+        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+        if (a.coll == ZN_DEV_BROADCAST) {
+            /* A chain from the root: each keeps the window and passes it on, up to the
+             * position before the root. */
+            if (me == root) {
+                if (!push<uint8_t>(s, g.next, in + w0, wl)) return;
+                if (out != in) copy_bytes(out + w0, in + w0, wl);
+                continue;
+            }
+            uint8_t *fwd = nullptr;
+            if (g.next != root && !(fwd = reserve<uint8_t>(s, g.next))) return;
+            const uint8_t *p = consume<uint8_t>(s, g.prev);
+            if (!p) return;
+            copy_bytes2(out + w0, fwd, p, wl);
+            release(s, g.prev);
+            if (fwd) commit(s, g.next);
+            continue;
+        }
+        /* Allgather: own block to next, then n-1 steps receiving the block of position p-st
+         * and passing it on unless next owns it. */
+        if (!push<uint8_t>(s, g.next, in + w0, wl)) return;
+        if (in + w0 != out + me * cnt + w0) copy_bytes(out + me * cnt + w0, in + w0, wl);
+        for (int st = 1; st < n; st++) {
+            int b = c.ring[(g.pos + n - st) % n];
+            uint8_t *fwd = nullptr;
+            if (st < n - 1 && !(fwd = reserve<uint8_t>(s, g.next))) return;
+            const uint8_t *p = consume<uint8_t>(s, g.prev);
+            if (!p) return;
+            copy_bytes2(out + b * cnt + w0, fwd, p, wl);
+            release(s, g.prev);
+            if (fwd) commit(s, g.next);
+        }
+    }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(ZN_DEV_THREADS) coll_kernel(zn_dev_coll_args a)
 {
     __shared__ Chan s;
     chan_open(s, &a.comm);
+    if (a.algo == ZN_DEV_ALGO_RING) {
+        switch (a.coll) {
+        case ZN_DEV_ALLREDUCE: allreduce_ring<T>(s, a); break;
+        case ZN_DEV_REDUCESCATTER: reducescatter_ring<T>(s, a); break;
+        case ZN_DEV_REDUCE: reduce_ring<T>(s, a); break;
+        default: move_ring(s, a); break;
+        }
+        chan_close(s);
+        return;
+    }
     switch (a.coll) {
     case ZN_DEV_ALLREDUCE:
         if (a.algo == ZN_DEV_TWOSHOT)

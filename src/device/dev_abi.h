@@ -33,7 +33,7 @@
 #define ZN_DEV_NBUF        2   /* slots per FIFO */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     64 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 2
+#define ZN_DEV_ABI_VERSION 3
 
 #define ZN_DEV_CTRL_WORDS  (5 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
@@ -98,18 +98,29 @@ enum zn_dev_coll {
     ZN_DEV_SCATTER,
 };
 
-enum zn_dev_algo { ZN_DEV_ONESHOT = 0, ZN_DEV_TWOSHOT = 1, ZN_DEV_ONESHOT_LL = 2 };
+/* ZN_DEV_ALGO_RING: allreduce, allgather, reducescatter (ring steps), broadcast, reduce (chains
+ * along the ring); a rank talks only to its ring neighbours, so it works where only those are
+ * mapped. The others (one-shot, two-shot, LL, and every direct pattern) need every peer. */
+enum zn_dev_algo {
+    ZN_DEV_ONESHOT = 0,
+    ZN_DEV_TWOSHOT = 1,
+    ZN_DEV_ONESHOT_LL = 2,
+    ZN_DEV_ALGO_RING = 3
+};
 
 /* What every kernel of a communicator needs to find its peers and report trouble. */
 struct zn_dev_comm {
-    uint8_t *arena[ZN_DEV_MAX_RANKS]; /* each rank's arena, as mapped on this device */
+    uint8_t *arena[ZN_DEV_MAX_RANKS]; /* each rank's arena as mapped on this device (own and
+                                         ring neighbours always; others NULL in ring mode) */
     volatile uint32_t *abort_flag;    /* host-mapped: set by ncclCommAbort */
     uint32_t *error;                  /* host-mapped: a kernel that gives up writes its reason */
     uint64_t slot_bytes;
     uint64_t ll_off;     /* offset of the LL buffers in every arena */
     uint64_t timeout_ns; /* a wait without progress longer than this fails */
     int32_t rank, nranks;
-    int32_t nch; /* channels the arena has room for (no kernel launches more) */
+    int32_t nch;                   /* channels the arena has room for (no kernel launches more) */
+    int32_t ring_pos;              /* this rank's position on the ring */
+    int8_t ring[ZN_DEV_MAX_RANKS]; /* rank at each ring position (neighbours reach each other) */
 };
 
 /* Kernel error codes written to *error (first one wins). */

@@ -95,15 +95,16 @@ static __device__ void chan_close(Chan &s)
     }
 }
 
-/* Block-wide byte copy, 16-byte vectors when both ends allow it. src may be an arena slot
+/* Block-wide byte copy to dst and, unless it is NULL, to dst2 as well (a ring step that keeps
+ * a window and forwards it), 16-byte vectors when every end allows it. src may be an arena slot
  * (read through L2). */
-static __device__ void copy_bytes(uint8_t *dst, const uint8_t *src, uint64_t n)
+static __device__ void copy_bytes2(uint8_t *dst, uint8_t *dst2, const uint8_t *src, uint64_t n)
 {
     uint64_t i0 = 0;
-    if (((uintptr_t)dst & 15) == 0 && ((uintptr_t)src & 15) == 0) {
+    if ((((uintptr_t)dst | (uintptr_t)dst2 | (uintptr_t)src) & 15) == 0) {
         uint64_t nv = n / 16;
         const uint4 *s4 = (const uint4 *)src;
-        uint4 *d4 = (uint4 *)dst;
+        uint4 *d4 = (uint4 *)dst, *e4 = (uint4 *)dst2;
         uint64_t i = threadIdx.x;
         for (; i + 3 * blockDim.x < nv; i += 4 * blockDim.x) {
             uint4 a = __ldcg(s4 + i), b = __ldcg(s4 + i + blockDim.x);
@@ -112,11 +113,30 @@ static __device__ void copy_bytes(uint8_t *dst, const uint8_t *src, uint64_t n)
             d4[i + blockDim.x] = b;
             d4[i + 2 * blockDim.x] = c;
             d4[i + 3 * blockDim.x] = d;
+            if (e4) {
+                e4[i] = a;
+                e4[i + blockDim.x] = b;
+                e4[i + 2 * blockDim.x] = c;
+                e4[i + 3 * blockDim.x] = d;
+            }
         }
-        for (; i < nv; i += blockDim.x) d4[i] = __ldcg(s4 + i);
+        for (; i < nv; i += blockDim.x) {
+            uint4 a = __ldcg(s4 + i);
+            d4[i] = a;
+            if (e4) e4[i] = a;
+        }
         i0 = nv * 16;
     }
-    for (uint64_t i = i0 + threadIdx.x; i < n; i += blockDim.x) dst[i] = __ldcg(src + i);
+    for (uint64_t i = i0 + threadIdx.x; i < n; i += blockDim.x) {
+        uint8_t v = __ldcg(src + i);
+        dst[i] = v;
+        if (dst2) dst2[i] = v;
+    }
+}
+
+static __device__ void copy_bytes(uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+    copy_bytes2(dst, nullptr, src, n);
 }
 
 /* Block-wide: dst[i] = src[i] * scalar (PreMulSum's local step on the way out). */

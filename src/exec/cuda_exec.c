@@ -4,6 +4,7 @@
 #include "util/err.h"
 #include "util/param.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #if ZINC_HAVE_CUDA
@@ -34,6 +35,13 @@ static const int dev_coll[ZN_NCOLLS] = {
 static int reduces(enum zn_coll c)
 {
     return c == ZN_COLL_ALLREDUCE || c == ZN_COLL_REDUCE || c == ZN_COLL_REDUCESCATTER;
+}
+
+/* Collectives with a GPU ring kernel (neighbours only). */
+static int ring_capable(enum zn_coll c)
+{
+    return c == ZN_COLL_ALLREDUCE || c == ZN_COLL_ALLGATHER || c == ZN_COLL_REDUCESCATTER ||
+           c == ZN_COLL_BROADCAST || c == ZN_COLL_REDUCE;
 }
 
 /* Order launches of one communicator across streams: a launch on a new stream waits for the
@@ -93,8 +101,10 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
         k.dtype = (int32_t)ncclUint8;
         k.count = bytes;
     }
-    /* Allreduce: LL one-shot (flagged packets, no fences) for small vectors, one-shot (everyone
-     * reduces everything) next, two-shot (reduce-scatter + allgather) for large ones. */
+    /* Ring mode (only neighbours mapped), or ZINC_ALGO=ring: the ring kernels. Otherwise
+     * allreduce goes LL one-shot (flagged packets, no fences) for small vectors, one-shot
+     * (everyone reduces everything) next, two-shot (reduce-scatter + allgather) for large ones;
+     * the other collectives have one direct pattern each. */
     const char *f = cx->force_algo, *proto = cx->force_proto;
     /* LL carries at most 512 KB unless forced (ZINC_PROTO=LL), and no channel more than its
      * buffer holds. Measured on 4 H200 (procs): LL 19.5 us at 512 KB against two-shot 26.8,
@@ -102,7 +112,10 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
     size_t ll_max = (size_t)cx->max_ch * (ZN_DEV_LL_BYTES / 2);
     if (ll_max > 512 * 1024 && !(proto && !strcmp(proto, "LL"))) ll_max = 512 * 1024;
     int ll_ok = bytes <= ll_max && !(proto && !strcmp(proto, "SIMPLE"));
-    if (f && !strcmp(f, "oneshot"))
+    int n = cx->dev.nranks;
+    if (n > 1 && (cx->ring || (f && !strcmp(f, "ring"))))
+        k.algo = ZN_DEV_ALGO_RING;
+    else if (f && !strcmp(f, "oneshot"))
         k.algo = ll_ok ? ZN_DEV_ONESHOT_LL : ZN_DEV_ONESHOT;
     else if (f && !strcmp(f, "twoshot"))
         k.algo = ZN_DEV_TWOSHOT;
@@ -110,18 +123,20 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
         k.algo = ZN_DEV_ONESHOT_LL;
     else
         k.algo = bytes <= 256 * 1024 ? ZN_DEV_ONESHOT : ZN_DEV_TWOSHOT; /* LL off, or too big */
-    if (a->coll != ZN_COLL_ALLREDUCE) k.algo = ZN_DEV_ONESHOT;
+    if (a->coll != ZN_COLL_ALLREDUCE && k.algo != ZN_DEV_ALGO_RING) k.algo = ZN_DEV_ONESHOT;
     if (k.algo == ZN_DEV_ONESHOT_LL)
         k.nch = channels(cx, bytes, cx->ll_chunk);
+    else if (a->coll == ZN_COLL_ALLREDUCE && k.algo != ZN_DEV_ONESHOT)
+        k.nch = channels(cx, bytes / (size_t)n, cx->chunk); /* per rank's piece */
     else
-        k.nch = channels(cx, k.algo == ZN_DEV_TWOSHOT ? bytes / (size_t)cx->dev.nranks : bytes,
-                         cx->chunk);
+        k.nch = channels(cx, bytes, cx->chunk);
     zn_log(ZN_LOG_INFO, ZN_TUNE, "%s count %zu type %d: GPU %s, %d channel(s)",
            zn_coll_name(a->coll), a->count, (int)a->dtype,
-           a->coll != ZN_COLL_ALLREDUCE  ? "direct"
-           : k.algo == ZN_DEV_TWOSHOT    ? "two-shot"
-           : k.algo == ZN_DEV_ONESHOT_LL ? "one-shot LL"
-                                         : "one-shot",
+           k.algo == ZN_DEV_ALGO_RING     ? "ring"
+           : a->coll != ZN_COLL_ALLREDUCE ? "direct"
+           : k.algo == ZN_DEV_TWOSHOT     ? "two-shot"
+           : k.algo == ZN_DEV_ONESHOT_LL  ? "one-shot LL"
+                                          : "one-shot",
            k.nch);
     ZN_CHECK(zn_cuda_order(cx, o->stream));
     int e = zn_dev_launch_coll(&k, o->stream);
@@ -195,24 +210,49 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, i
     return zn_cuda_note(cx, stream);
 }
 
+/* Ring mode: the collectives with ring kernels run on the GPU, in call order with the staged
+ * ones; every send and receive is staged (peers need not be neighbours). */
+static ncclResult_t launch_ring_mode(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
+{
+    int np2p = 0;
+    for (int i = 0; i < n; i++) {
+        if (ops[i].kind != ZN_CUDA_COLL)
+            np2p++;
+        else if (ring_capable(ops[i].a.coll))
+            ZN_CHECK(launch_coll(cx, &ops[i]));
+        else
+            ZN_CHECK(zn_stage_launch(cx->stage, cx, &ops[i], 1));
+    }
+    if (!np2p) return ncclSuccess;
+    struct zn_cuda_op *p2p = malloc((size_t)np2p * sizeof(*p2p));
+    if (!p2p) return zn_error(ncclSystemError, ZN_COLL, "out of memory");
+    np2p = 0;
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind != ZN_CUDA_COLL) p2p[np2p++] = ops[i];
+    ncclResult_t r = zn_stage_launch(cx->stage, cx, p2p, np2p);
+    free(p2p);
+    return r;
+}
+
 ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
 {
     int cur = zn_cuda_current_device();
     if (cur != cx->cuda_dev) ZN_CHECK(zn_cuda_set_device(cx->cuda_dev));
-    if (cx->stage) {
-        ncclResult_t r = zn_stage_launch(cx->stage, cx, ops, n);
-        if (cur >= 0 && cur != cx->cuda_dev) zn_cuda_set_device(cur);
-        return r;
-    }
     ncclResult_t res = ncclSuccess;
-    int has_p2p = 0;
-    for (int i = 0; i < n && res == ncclSuccess; i++) {
-        if (ops[i].kind == ZN_CUDA_COLL)
-            res = launch_coll(cx, &ops[i]);
-        else
-            has_p2p = 1;
+    if (cx->ring) {
+        res = launch_ring_mode(cx, ops, n);
+    } else if (cx->stage) {
+        res = zn_stage_launch(cx->stage, cx, ops, n);
+    } else {
+        int has_p2p = 0;
+        for (int i = 0; i < n && res == ncclSuccess; i++) {
+            if (ops[i].kind == ZN_CUDA_COLL)
+                res = launch_coll(cx, &ops[i]);
+            else
+                has_p2p = 1;
+        }
+        if (res == ncclSuccess && has_p2p) res = launch_p2p(cx, ops, n);
     }
-    if (res == ncclSuccess && has_p2p) res = launch_p2p(cx, ops, n);
     if (cur >= 0 && cur != cx->cuda_dev) zn_cuda_set_device(cur);
     return res;
 }

@@ -14,7 +14,9 @@ struct zn_stage;
 
 /* The executor's view of a cuda communicator. */
 struct zn_cuda_ctx {
-    struct zn_stage *stage;        /* staged path (exec/cuda_stage.h), or NULL for GPU kernels */
+    struct zn_stage *stage;        /* staged path (exec/cuda_stage.h): all operations, or in
+                                      ring mode those the ring kernels do not do; else NULL */
+    int ring;                      /* ring mode: only the ring neighbours' arenas are mapped */
     struct zn_dev_comm dev;        /* what kernels get */
     int cuda_dev;                  /* device ordinal in this process */
     volatile uint32_t *error_host; /* host view of dev.error */
@@ -38,7 +40,7 @@ struct zn_cuda_op {
 };
 
 /* Launch every operation of one communicator's share of a group: collectives in call order,
- * then all sends and receives in one fused kernel. */
+ * then all sends and receives in one fused kernel (or, staged, in one proxy operation). */
 ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n);
 
 /* Launches of one communicator run in order on the GPU: a launch on another stream than the

@@ -16,38 +16,60 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-int zn_p2p_usable(const struct zn_tctx *ctx, const char (*bus_ids)[20], char *why, size_t len)
+int zn_p2p_reach(const struct zn_tctx *ctx, const char (*bus_ids)[20], uint8_t *reach, char *why,
+                 size_t len)
 {
+    int n = ctx->nranks;
+    memset(reach, 0, (size_t)n * (size_t)n);
     if (zn_params()->p2p_disable) {
         snprintf(why, len, "ZINC_P2P_DISABLE=1");
         return 0;
     }
-    if (ctx->nranks > ZN_P2P_MAX_RANKS) {
+    if (n > ZN_P2P_MAX_RANKS) {
         snprintf(why, len, "more than %d GPUs", ZN_P2P_MAX_RANKS);
         return 0;
     }
     uint64_t host = ctx->peers[0].host_hash;
-    for (int r = 0; r < ctx->nranks; r++) {
+    for (int r = 0; r < n; r++) {
         if (ctx->peers[r].host_hash != host) {
             snprintf(why, len, "ranks on more than one host");
             return 0;
         }
     }
-    /* Every rank decides from the same facts: each pair's bus ids, as seen from this process
-     * (the devices of one host are visible to all its processes unless CUDA_VISIBLE_DEVICES
-     * hides them; then the pair is treated as not capable). */
-    for (int a = 0; a < ctx->nranks; a++) {
+    /* Each pair's bus ids, as seen from this process (the devices of one host are visible to
+     * all its processes unless CUDA_VISIBLE_DEVICES hides them; then the pair is treated as
+     * not capable). */
+    for (int a = 0; a < n; a++) {
         int da = zn_cuda_device_by_bus_id(bus_ids[a]);
-        for (int b = 0; b < ctx->nranks; b++) {
+        for (int b = 0; b < n; b++) {
             int db = zn_cuda_device_by_bus_id(bus_ids[b]);
-            if (a == b) continue;
-            if (da < 0 || db < 0 || !zn_cuda_can_access_peer(da, db)) {
+            reach[a * n + b] = a == b || (da >= 0 && db >= 0 && zn_cuda_can_access_peer(da, db));
+            if (!reach[a * n + b] && !*why)
                 snprintf(why, len, "GPU %s cannot access GPU %s", bus_ids[a], bus_ids[b]);
-                return 0;
-            }
         }
     }
     return 1;
+}
+
+/* Depth-first search for a cycle through every rank, neighbours tried in rank order, so every
+ * rank finds the same one from the same matrix. */
+static int ring_dfs(const uint8_t *reach, int n, int *order, int depth, uint32_t used)
+{
+    if (depth == n) return reach[order[n - 1] * n + order[0]] && reach[order[0] * n + order[n - 1]];
+    for (int r = 1; r < n; r++) {
+        int last = order[depth - 1];
+        if ((used >> r) & 1 || !reach[last * n + r] || !reach[r * n + last]) continue;
+        order[depth] = r;
+        if (ring_dfs(reach, n, order, depth + 1, used | (1u << r))) return 1;
+    }
+    return 0;
+}
+
+int zn_p2p_find_ring(const uint8_t *reach, int n, int *order)
+{
+    if (n < 1 || n > ZN_P2P_MAX_RANKS) return 0;
+    order[0] = 0;
+    return n == 1 || ring_dfs(reach, n, order, 1, 1u);
 }
 
 /* What each rank tells the others about its arena. */
@@ -180,11 +202,12 @@ static ncclResult_t alloc_local(struct zn_p2p *p, int dev, size_t bytes, struct 
 
 /* Map every peer's arena; fds for cuMem peers of other processes come from their servers. */
 static ncclResult_t map_peers(struct zn_p2p *p, const struct zn_tctx *ctx,
-                              const struct arena_info *all)
+                              const struct arena_info *all, const uint8_t *want)
 {
     int64_t deadline = zn_now_ns() + zn_timeout_ns();
     for (int k = 1; k < p->nranks; k++) {
         int r = (p->rank + k) % p->nranks;
+        if (!want[r]) continue;
         char who[128];
         zn_peer_str(ctx, r, who, sizeof(who));
         if (all[r].kind == 1 && all[r].pid == all[p->rank].pid) {
@@ -218,7 +241,8 @@ static ncclResult_t map_peers(struct zn_p2p *p, const struct zn_tctx *ctx,
     return ncclSuccess;
 }
 
-ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, struct zn_p2p **out)
+ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, const uint8_t *want,
+                           struct zn_p2p **out)
 {
     struct zn_p2p *p = calloc(1, sizeof(*p));
     struct arena_info *all = calloc((size_t)ctx->nranks, sizeof(*all));
@@ -254,9 +278,11 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, str
     }
     ZN_CHECK_GOTO(zn_boot_allgather(ctx->boot, all, sizeof(*all)), res, fail);
     if (p->local_kind == 0) {
-        /* cuMem arenas are mapped through an imported fd by every peer, in this process or
-         * not: access rights are per mapping, and each importer sets its own. */
-        int others = ctx->nranks - 1;
+        /* cuMem arenas are mapped through an imported fd by every peer that maps it, in this
+         * process or not: access rights are per mapping, and each importer sets its own. The
+         * wish lists are symmetric, so the peers that fetch ours are the ones we map. */
+        int others = 0;
+        for (int r = 0; r < ctx->nranks; r++) others += r != ctx->rank && want[r];
         srv = (struct server){ .lfd = lfd,
                                .expected = others,
                                .mem = &p->local,
@@ -270,7 +296,7 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, str
             thr_started = 1;
         }
     }
-    res = map_peers(p, ctx, all);
+    res = map_peers(p, ctx, all, want);
     if (thr_started) {
         pthread_join(thr, NULL);
         thr_started = 0;
@@ -283,8 +309,10 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, str
     ZN_CHECK_GOTO(zn_boot_barrier(ctx->boot), res, fail);
     if (lfd >= 0) close(lfd);
     free(all);
-    zn_info(ZN_P2P, "p2p: arena of %zu bytes on GPU %d (%s), %d peers mapped", bytes, dev,
-            p->local_kind == 0 ? "cuMem" : "cudaMalloc/IPC", ctx->nranks - 1);
+    int mapped = 0;
+    for (int r = 0; r < ctx->nranks; r++) mapped += r != ctx->rank && want[r];
+    zn_info(ZN_P2P, "p2p: arena of %zu bytes on GPU %d (%s), %d of %d peers mapped", bytes, dev,
+            p->local_kind == 0 ? "cuMem" : "cudaMalloc/IPC", mapped, ctx->nranks - 1);
     *out = p;
     return ncclSuccess;
 fail:

@@ -1,6 +1,7 @@
 /*
- * The p2p transport: device memory of every GPU of a communicator mapped into every other
- * GPU of it, for kernels that load and store peers' memory directly (NVLink or PCIe).
+ * The p2p transport: device memory of every GPU of a communicator mapped into the other GPUs
+ * of it that kernels reach directly (NVLink or PCIe): all of them where every pair can, else
+ * the neighbours on a ring of GPUs (the caller picks; zn_p2p_find_ring).
  *
  * Each rank allocates one arena on its GPU. Peers map it:
  *  - in the same process: the pointer itself, once peer access is enabled between the devices;
@@ -20,7 +21,8 @@
 struct zn_p2p {
     int rank, nranks, dev;
     size_t bytes;
-    void *peer[ZN_P2P_MAX_RANKS]; /* every arena as this device sees it (own at [rank]) */
+    void *peer[ZN_P2P_MAX_RANKS]; /* arenas as this device sees them (own at [rank]; NULL for
+                                     peers not mapped) */
     /* private */
     int local_kind; /* 0: cuMem, 1: cudaMalloc */
     struct zn_cumem local;
@@ -28,13 +30,22 @@ struct zn_p2p {
     struct zn_cumem imported[ZN_P2P_MAX_RANKS];
 };
 
-/* Whether the GPUs of the communicator can all map each other's memory: every rank on this
- * host, at most ZN_P2P_MAX_RANKS of them, every pair peer-capable, ZINC_P2P_DISABLE unset.
- * bus_ids[r] is rank r's GPU ("0000:1b:00.0"); the answer is the same on every rank. */
-int zn_p2p_usable(const struct zn_tctx *ctx, const char (*bus_ids)[20], char *why, size_t len);
+/* Which GPUs of the communicator can map each other's memory, as this process sees them:
+ * reach[a * nranks + b] for every pair (reach[a][a] = 1). Returns 0 (matrix all 0, reason in
+ * why) when the p2p transport cannot be used at all: ranks on several hosts, more than
+ * ZN_P2P_MAX_RANKS of them, or ZINC_P2P_DISABLE. bus_ids[r] is rank r's GPU ("0000:1b:00.0").
+ * Processes that see different devices can answer differently: combine every rank's matrix. */
+int zn_p2p_reach(const struct zn_tctx *ctx, const char (*bus_ids)[20], uint8_t *reach, char *why,
+                 size_t len);
 
-/* Collective: allocate this rank's arena of bytes on dev (zeroed) and map everyone's. */
-ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, struct zn_p2p **out);
+/* A cycle through all n ranks whose consecutive members reach each other both ways: order[pos]
+ * is the rank at ring position pos, order[0] = 0. Deterministic; returns 0 if there is none. */
+int zn_p2p_find_ring(const uint8_t *reach, int n, int *order);
+
+/* Collective: allocate this rank's arena of bytes on dev (zeroed) and map the arenas of the peers
+ * r with want[r] set (every rank's wishes must be symmetric: r maps q exactly when q maps r). */
+ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, const uint8_t *want,
+                           struct zn_p2p **out);
 void zn_p2p_destroy(struct zn_p2p *p);
 
 #endif

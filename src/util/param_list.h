@@ -48,6 +48,8 @@ ZN_PARAM(conf_file,     STR,  "ZINC_CONF_FILE",     NULL,                 "",
          "parameter file (NAME=VALUE lines); default ~/.zinc.conf")
 ZN_PARAM(p2p_disable,   BOOL, "ZINC_P2P_DISABLE",   "NCCL_P2P_DISABLE",   "0",
          "1: GPUs do not access each other's memory; data is staged through host memory")
+ZN_PARAM(p2p_topo,      STR,  "ZINC_P2P_TOPO",      NULL,                 "auto",
+         "auto: GPUs that all reach each other use direct kernels, others a GPU ring where one exists; ring: map only ring neighbours as if no other pair could reach each other")
 ZN_PARAM(gpu_channels,  INT,  "ZINC_GPU_CHANNELS",  NULL,                 "128",
          "most channels (thread blocks) a GPU kernel of a cuda communicator uses, 1-128; the arena has a FIFO per channel and peer")
 ZN_PARAM(gpu_slot_size, SIZE, "ZINC_GPU_SLOT_SIZE", NULL,                 "256K",
