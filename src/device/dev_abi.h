@@ -32,7 +32,7 @@
 #define ZN_DEV_MAX_CH      128 /* channels: thread blocks of a kernel */
 #define ZN_DEV_NBUF        2   /* slots per FIFO */
 #define ZN_DEV_THREADS     512
-#define ZN_DEV_MAX_P2P     64 /* send/recv operations fused into one launch */
+#define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
 #define ZN_DEV_ABI_VERSION 3
 
 #define ZN_DEV_CTRL_WORDS  (5 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
@@ -150,7 +150,9 @@ struct zn_dev_p2p_op {
     void *buf;
     uint64_t bytes;
     int32_t peer;
-    int32_t is_send;
+    int16_t is_send;
+    int16_t after; /* the previous operation on the same FIFO (same peer and direction), or -1:
+                      this one starts once that one is done */
 };
 
 struct zn_dev_p2p_args {
@@ -172,11 +174,12 @@ struct zn_dev_doorbell {
     volatile uint64_t ring[ZN_DEV_RING]; /* the descriptor of signal k at k % ZN_DEV_RING */
 };
 
+/* Kernel parameters may take up to 32764 bytes since CUDA 12.1 (Volta and later). */
 #ifdef __cplusplus
-static_assert(sizeof(struct zn_dev_p2p_args) < 4000, "fits the kernel parameter space");
+static_assert(sizeof(struct zn_dev_p2p_args) < 32000, "fits the kernel parameter space");
 extern "C" {
 #else
-_Static_assert(sizeof(struct zn_dev_p2p_args) < 4000, "fits the kernel parameter space");
+_Static_assert(sizeof(struct zn_dev_p2p_args) < 32000, "fits the kernel parameter space");
 #endif
 
 /* Launch on stream (cudaStream_t passed as void *). Return 0 or a CUDA error code. */

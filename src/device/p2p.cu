@@ -16,13 +16,28 @@
 namespace zn
 {
 
+struct Range {
+    uint64_t lo, hi;
+};
+
+/* Channel ch's slice of an operation of `bytes`, in multiples of 16 bytes. */
+__device__ __forceinline__ Range slice(uint64_t bytes, int nch, int ch)
+{
+    uint64_t per = (bytes + nch - 1) / nch;
+    per = (per + 15) / 16 * 16;
+    uint64_t lo = per * ch, hi = lo + per;
+    if (lo > bytes) lo = bytes;
+    if (hi > bytes) hi = bytes;
+    return { lo, hi };
+}
+
 __global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(zn_dev_p2p_args a)
 {
     __shared__ Chan s;
     __shared__ uint64_t done[ZN_DEV_MAX_P2P];
     __shared__ int idle;
     chan_open(s, &a.comm);
-    if (threadIdx.x < ZN_DEV_MAX_P2P) done[threadIdx.x] = 0;
+    for (int k = threadIdx.x; k < a.nops; k += blockDim.x) done[k] = 0;
     __syncthreads();
     const uint64_t W = a.comm.slot_bytes;
     uint64_t t0 = globaltimer();
@@ -30,26 +45,16 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(zn_dev_p2p_args a)
         int remaining = 0, moved = 0;
         for (int k = 0; k < a.nops; k++) {
             const zn_dev_p2p_op &op = a.ops[k];
-            uint64_t per = (op.bytes + a.nch - 1) / a.nch;
-            per = (per + 15) / 16 * 16;
-            uint64_t lo = per * s.ch, hi = lo + per;
-            if (lo > op.bytes) lo = op.bytes;
-            if (hi > op.bytes) hi = op.bytes;
+            Range r = slice(op.bytes, a.nch, s.ch);
+            uint64_t lo = r.lo, hi = r.hi;
             if (lo + done[k] >= hi) continue;
             remaining++;
-            /* An earlier unfinished operation on the same FIFO goes first. */
-            int blocked = 0;
-            for (int e = 0; e < k && !blocked; e++) {
-                const zn_dev_p2p_op &o = a.ops[e];
-                if (o.peer != op.peer || o.is_send != op.is_send) continue;
-                uint64_t pe = (o.bytes + a.nch - 1) / a.nch;
-                pe = (pe + 15) / 16 * 16;
-                uint64_t l = pe * s.ch, h = l + pe;
-                if (l > o.bytes) l = o.bytes;
-                if (h > o.bytes) h = o.bytes;
-                blocked = l + done[e] < h;
+            /* An earlier unfinished operation on the same FIFO goes first (it waited for its
+             * own predecessor in turn, so looking one back is enough). */
+            if (op.after >= 0) {
+                Range e = slice(a.ops[op.after].bytes, a.nch, s.ch);
+                if (e.lo + done[op.after] < e.hi) continue;
             }
-            if (blocked) continue;
             uint64_t off = lo + done[k], len = hi - off < W ? hi - off : W;
             uint8_t *buf = (uint8_t *)op.buf;
             if (op.is_send) {

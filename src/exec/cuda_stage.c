@@ -11,16 +11,19 @@
 #if ZINC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-enum { MAX_DESC_OPS = ZN_DEV_MAX_P2P };
-
 /* What the proxy runs for one doorbell signal: host copies of the group's operations,
  * pointing into pinned staging memory. */
 struct zn_stage_desc {
     int persistent; /* captured into a graph: kept until the communicator goes */
     int nops;
-    struct zn_cuda_op ops[MAX_DESC_OPS];
-    void *mem; /* persistent descriptors own their staging */
+    void *mem;               /* persistent descriptors own their staging */
+    struct zn_cuda_op ops[]; /* nops of them */
 };
+
+static struct zn_stage_desc *desc_new(int nops)
+{
+    return calloc(1, sizeof(struct zn_stage_desc) + (size_t)nops * sizeof(struct zn_cuda_op));
+}
 
 static ncclResult_t cuda_err(cudaError_t e, const char *what)
 {
@@ -30,10 +33,25 @@ static ncclResult_t cuda_err(cudaError_t e, const char *what)
 
 /* --- the proxy thread ------------------------------------------------------------------ */
 
+static void fail(struct zn_stage *st, ncclResult_t r)
+{
+    if (r != ncclSuccess && !atomic_load(&st->failed)) {
+        snprintf(st->fail_msg, sizeof(st->fail_msg), "%s", zn_last_error());
+        atomic_store(&st->failed, (int)r);
+    }
+}
+
 static void run_desc(struct zn_stage *st, struct zn_stage_desc *d)
 {
-    struct zn_task tasks[MAX_DESC_OPS], *ptrs[MAX_DESC_OPS];
-    memset(tasks, 0, sizeof(tasks));
+    struct zn_task *tasks = calloc((size_t)d->nops, sizeof(*tasks));
+    struct zn_task **ptrs = calloc((size_t)d->nops, sizeof(*ptrs));
+    if (!tasks || !ptrs) {
+        free(tasks);
+        free(ptrs);
+        fail(st, zn_error(ncclSystemError, ZN_PROXY, "out of memory for %d staged operations",
+                          d->nops));
+        return;
+    }
     for (int i = 0; i < d->nops; i++) {
         const struct zn_cuda_op *o = &d->ops[i];
         struct zn_task *t = &tasks[i];
@@ -49,10 +67,9 @@ static void run_desc(struct zn_stage *st, struct zn_stage_desc *d)
     }
     ncclResult_t r = zn_exec_run(ptrs, d->nops);
     for (int i = 0; i < d->nops; i++) zn_task_release(&tasks[i]);
-    if (r != ncclSuccess && !atomic_load(&st->failed)) {
-        snprintf(st->fail_msg, sizeof(st->fail_msg), "%s", zn_last_error());
-        atomic_store(&st->failed, (int)r);
-    }
+    free(tasks);
+    free(ptrs);
+    fail(st, r);
 }
 
 static void *proxy_main(void *arg)
@@ -238,11 +255,11 @@ static ncclResult_t add_desc(struct zn_stage *st, struct zn_stage_desc *d, uint6
 /* Stage one descriptor's operations: copies in, doorbell, gate, copies out. Once add_desc
  * has published d, the proxy thread may run it and free it (the GPU can reach the doorbell
  * before this thread gets past it), so nothing here reads d afterwards. */
-static ncclResult_t stage_desc(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_stage_desc *d,
-                               const struct zn_cuda_op *orig, void *stream)
+static ncclResult_t stage_ops(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_stage_desc *d,
+                              const struct zn_cuda_op *orig, void *stream, size_t *ins,
+                              size_t *outs, uint8_t **staged_out)
 {
-    size_t total = 0, ins[MAX_DESC_OPS], outs[MAX_DESC_OPS];
-    uint8_t *staged_out[MAX_DESC_OPS];
+    size_t total = 0;
     int nops = d->nops;
     for (int i = 0; i < d->nops; i++) {
         io_bytes(&orig[i], st->rank, st->nranks, &ins[i], &outs[i]);
@@ -299,6 +316,19 @@ static ncclResult_t stage_desc(struct zn_stage *st, struct zn_cuda_ctx *cx, stru
     return ncclSuccess;
 }
 
+static ncclResult_t stage_desc(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_stage_desc *d,
+                               const struct zn_cuda_op *orig, void *stream)
+{
+    size_t *ins = calloc((size_t)d->nops, 2 * sizeof(size_t));
+    uint8_t **staged_out = calloc((size_t)d->nops, sizeof(*staged_out));
+    ncclResult_t r = ins && staged_out
+                         ? stage_ops(st, cx, d, orig, stream, ins, ins + d->nops, staged_out)
+                         : zn_error(ncclSystemError, ZN_PROXY, "out of memory");
+    free(ins);
+    free(staged_out);
+    return r;
+}
+
 ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_cuda_op *ops,
                              int n)
 {
@@ -312,7 +342,7 @@ ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_ctx *cx, struct
             continue;
         }
         if (ops[i].a.count == 0) continue;
-        struct zn_stage_desc *d = calloc(1, sizeof(*d));
+        struct zn_stage_desc *d = desc_new(1);
         if (!d) return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
         d->nops = 1;
         d->ops[0] = ops[i];
@@ -322,22 +352,25 @@ ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_ctx *cx, struct
         if (r != ncclSuccess) return r;
     }
     if (!np2p) return ncclSuccess;
-    if (np2p > MAX_DESC_OPS)
-        return zn_error(ncclInvalidUsage, ZN_PROXY,
-                        "more than %d sends and receives in one group on a staged GPU "
-                        "communicator (not supported yet: split the group)",
-                        MAX_DESC_OPS);
-    struct zn_stage_desc *d = calloc(1, sizeof(*d));
-    struct zn_cuda_op orig[MAX_DESC_OPS];
-    if (!d) return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
+    /* The proxy rewrites the descriptor's buffers to staging memory: stage_desc reads the
+     * users' buffers from a copy. */
+    struct zn_stage_desc *d = desc_new(np2p);
+    struct zn_cuda_op *orig = calloc((size_t)np2p, sizeof(*orig));
+    if (!d || !orig) {
+        free(d);
+        free(orig);
+        return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
+    }
     for (int i = 0; i < n; i++)
         if (ops[i].kind != ZN_CUDA_COLL) {
             orig[d->nops] = ops[i];
             d->ops[d->nops++] = ops[i];
         }
-    ZN_CHECK(zn_cuda_order(cx, p2p_stream));
-    ZN_CHECK(stage_desc(st, cx, d, orig, p2p_stream));
-    return zn_cuda_note(cx, p2p_stream);
+    ncclResult_t r = zn_cuda_order(cx, p2p_stream);
+    if (r == ncclSuccess) r = stage_desc(st, cx, d, orig, p2p_stream);
+    free(orig);
+    if (r == ncclSuccess) r = zn_cuda_note(cx, p2p_stream);
+    return r;
 }
 
 #else

@@ -7,10 +7,12 @@
  *   - ncclCommSplit (evens / odds, ranks reversed by key) and ncclCommShrink (the last rank
  *     excluded; it does not call), each child checked with an allreduce and an allgather of
  *     the world ranks in child order;
- *   - the non-blocking ncclCommFinalize / ncclCommDestroy flow.
+ *   - the non-blocking ncclCommFinalize / ncclCommDestroy flow;
+ *   - one group of 4 x 120 sends and receives of odd sizes with both ring neighbours.
  * Every result is compared against the value computed here.
  *
- *   zinc-run -n 4 gpu_comm_check
+ *   zinc-run -n 4 gpu_comm_check        everything
+ *   zinc-run -n 4 gpu_comm_check p2p    the world communicator and the large group only
  */
 #include "nccl.h"
 #include "zinc.h"
@@ -210,7 +212,62 @@ static void test_shrink(ncclComm_t world)
     }
 }
 
-int main(void)
+/* Byte j of the i-th message from rank `from` to rank `to`. */
+static uint8_t p2p_byte(int from, int to, int i, size_t j)
+{
+    return (uint8_t)(from * 31 + to * 7 + i * 13 + (int)(j % 251));
+}
+
+static size_t p2p_size(int i)
+{
+    return 1 + (size_t)(i * 997) % 20000;
+}
+
+/* One group of 4 * K operations: K sends to next and K to prev, K receives from prev and K from
+ * next, sizes p2p_size(i) (odd, 1 B to 20 KB), matched in call order on each pair. */
+static void test_many_p2p(ncclComm_t world)
+{
+    enum { K = 120 };
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    size_t off[K + 1];
+    off[0] = 0;
+    for (int i = 0; i < K; i++) off[i + 1] = off[i] + p2p_size(i);
+    size_t total = off[K];
+    uint8_t *dev = NULL, *h = malloc(4 * total);
+    CUDACHECK(cudaMalloc((void **)&dev, 4 * total));
+    /* [0] to next, [1] to prev, [2] from prev, [3] from next. */
+    for (int i = 0; i < K; i++)
+        for (size_t j = 0; j < p2p_size(i); j++) {
+            h[off[i] + j] = p2p_byte(rank, next, i, j);
+            h[total + off[i] + j] = p2p_byte(rank, prev, i + K, j);
+        }
+    memset(h + 2 * total, 0xee, 2 * total);
+    upload(dev, h, 4 * total);
+    NCCLCHECK(ncclGroupStart());
+    for (int i = 0; i < K; i++) {
+        NCCLCHECK(ncclSend(dev + off[i], p2p_size(i), ncclUint8, next, world, stream));
+        NCCLCHECK(ncclRecv(dev + 2 * total + off[i], p2p_size(i), ncclUint8, prev, world, stream));
+    }
+    for (int i = 0; i < K; i++) {
+        NCCLCHECK(ncclSend(dev + total + off[i], p2p_size(i), ncclUint8, prev, world, stream));
+        NCCLCHECK(ncclRecv(dev + 3 * total + off[i], p2p_size(i), ncclUint8, next, world, stream));
+    }
+    NCCLCHECK(ncclGroupEnd());
+    CUDACHECK(cudaStreamSynchronize(stream));
+    CUDACHECK(cudaMemcpy(h, dev, 4 * total, cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (int i = 0; i < K; i++)
+        for (size_t j = 0; j < p2p_size(i); j++) {
+            /* From prev: its "to next" message i; from next: its "to prev" message i (K + i). */
+            bad += h[2 * total + off[i] + j] != p2p_byte(prev, rank, i, j);
+            bad += h[3 * total + off[i] + j] != p2p_byte(next, rank, i + K, j);
+        }
+    EXPECT(bad == 0, "group of %d sends and receives: %ld wrong bytes", 4 * K, bad);
+    CUDACHECK(cudaFree(dev));
+    free(h);
+}
+
+int main(int argc, char **argv)
 {
     struct zn_launch_info li;
     zn_launch_info_get(&li);
@@ -230,11 +287,15 @@ int main(void)
     int all[64];
     for (int r = 0; r < nranks && r < 64; r++) all[r] = r;
 
+    int only_p2p = argc > 1 && !strcmp(argv[1], "p2p");
     check_members(world, all, nranks, "world");
-    test_memalloc(world, all);
-    test_premul_device(world);
-    test_split(world);
-    test_shrink(world);
+    test_many_p2p(world);
+    if (!only_p2p) {
+        test_memalloc(world, all);
+        test_premul_device(world);
+        test_split(world);
+        test_shrink(world);
+    }
 
     /* The world stays whole; the failure count travels over it. */
     int64_t *d = NULL, total = 0, mine = failures;
