@@ -150,9 +150,7 @@ struct zn_dev_p2p_op {
     void *buf;
     uint64_t bytes;
     int32_t peer;
-    int16_t is_send;
-    int16_t after; /* the previous operation on the same FIFO (same peer and direction), or -1:
-                      this one starts once that one is done */
+    int32_t is_send;
 };
 
 struct zn_dev_p2p_args {

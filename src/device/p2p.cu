@@ -35,9 +35,22 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(zn_dev_p2p_args a)
 {
     __shared__ Chan s;
     __shared__ uint64_t done[ZN_DEV_MAX_P2P];
+    __shared__ int16_t dep[ZN_DEV_MAX_P2P];
     __shared__ int idle;
     chan_open(s, &a.comm);
     for (int k = threadIdx.x; k < a.nops; k += blockDim.x) done[k] = 0;
+    if (threadIdx.x == 0) {
+        /* dep[k]: the last earlier operation on the same FIFO whose slice on this channel is
+         * not empty (an empty one is done from the start and orders nothing), or -1. */
+        int16_t last[ZN_DEV_MAX_RANKS][2];
+        for (int p = 0; p < ZN_DEV_MAX_RANKS; p++) last[p][0] = last[p][1] = -1;
+        for (int k = 0; k < a.nops; k++) {
+            const zn_dev_p2p_op &op = a.ops[k];
+            dep[k] = last[op.peer][op.is_send];
+            Range r = slice(op.bytes, a.nch, s.ch);
+            if (r.lo < r.hi) last[op.peer][op.is_send] = (int16_t)k;
+        }
+    }
     __syncthreads();
     const uint64_t W = a.comm.slot_bytes;
     uint64_t t0 = globaltimer();
@@ -51,9 +64,9 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(zn_dev_p2p_args a)
             remaining++;
             /* An earlier unfinished operation on the same FIFO goes first (it waited for its
              * own predecessor in turn, so looking one back is enough). */
-            if (op.after >= 0) {
-                Range e = slice(a.ops[op.after].bytes, a.nch, s.ch);
-                if (e.lo + done[op.after] < e.hi) continue;
+            if (dep[k] >= 0) {
+                Range e = slice(a.ops[dep[k]].bytes, a.nch, s.ch);
+                if (e.lo + done[dep[k]] < e.hi) continue;
             }
             uint64_t off = lo + done[k], len = hi - off < W ? hi - off : W;
             uint8_t *buf = (uint8_t *)op.buf;

@@ -188,15 +188,12 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, i
                             "more than %d sends and receives with peers in one group on a GPU "
                             "communicator (not supported yet: split the group)",
                             ZN_DEV_MAX_P2P);
-        int is_send = o->kind == ZN_CUDA_SEND, after = -1;
-        for (int e = k.nops - 1; e >= 0 && after < 0; e--)
-            if (k.ops[e].peer == o->a.root && k.ops[e].is_send == is_send) after = e;
+        int is_send = o->kind == ZN_CUDA_SEND;
         k.ops[k.nops++] =
             (struct zn_dev_p2p_op){ .buf = is_send ? (void *)o->a.sendbuf : o->a.recvbuf,
                                     .bytes = bytes,
                                     .peer = o->a.root,
-                                    .is_send = (int16_t)is_send,
-                                    .after = (int16_t)after };
+                                    .is_send = is_send };
         if (bytes > maxb) maxb = bytes;
     }
     if (!k.nops) return ncclSuccess;
