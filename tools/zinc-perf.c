@@ -21,7 +21,7 @@
  * buffers. Times and error counts are combined across ranks with an allreduce on the
  * communicator being measured.
  *
- * Differences from nccl-tests: one thread per process (-t 1), no -m/-N/-y/-T/-C/-R/-F, and
+ * Differences from nccl-tests: one thread per process (-t 1), no -m/-N/-y/-T/-C/-F, -R 1 only, and
  * PreMulSum ops are created once per block instead of around every call, to keep op creation
  * out of the timings and to ask nothing of the library about destroying an op that a pending
  * group still uses.
@@ -46,7 +46,8 @@ struct zp_opts {
     const struct zp_coll *coll;
     size_t min_bytes, max_bytes, step_bytes, step_factor;
     int iters, warmup, check, blocking, graphs, average, ngpus, root;
-    int type, op; /* index into zp_types / enum zp_op; -1 for all */
+    int local_register; /* -R 1: ncclMemAlloc'd buffers registered with ncclCommRegister */
+    int type, op;       /* index into zp_types / enum zp_op; -1 for all */
     const char *json;
 };
 
@@ -55,11 +56,13 @@ struct zp_rank {
     int rank, dev; /* global rank; CUDA device or -1 */
     ncclComm_t comm;
     cudaStream_t stream;
-    void *send, *recv;  /* max_bytes each */
-    void *small;        /* ZP_LINE bytes: one double for combining, or a device line */
-    ncclRedOp_t op;     /* the op of the current block */
-    int op_created;     /* op came from ncclRedOpCreatePreMulSum */
-    void *graph, *exec; /* captured / instantiated CUDA graph while one exists */
+    void *send, *recv;         /* max_bytes each */
+    void *send_reg, *recv_reg; /* ncclCommRegister handles (-R 1) */
+    int memalloc;              /* send and recv come from ncclMemAlloc */
+    void *small;               /* ZP_LINE bytes: one double for combining, or a device line */
+    ncclRedOp_t op;            /* the op of the current block */
+    int op_created;            /* op came from ncclRedOpCreatePreMulSum */
+    void *graph, *exec;        /* captured / instantiated CUDA graph while one exists */
 };
 
 struct zp_place {
@@ -123,6 +126,7 @@ static void usage(FILE *f, const char *prog)
         "\t[-t,--nthreads <1>] (one thread per process; use -g for more ranks)\n"
         "\t[-z,--blocking <0/1>] (wait for each collective to complete)\n"
         "\t[-G,--cudagraph <num graph launches>] (GPU buffers only)\n"
+        "\t[-R,--local_register <0/1> ncclMemAlloc buffers registered with ncclCommRegister] (0)\n"
         "\t[-a,--average <0/1/2/3> time across ranks: 0=rank 0, 1=avg, 2=min, 3=max] (1)\n"
         "\t[-J,--json <file> write the results as JSON (rank 0)]\n"
         "\t[-h,--help]\n"
@@ -198,6 +202,7 @@ static int parse_option(struct zp_opts *o, int c, const char *arg)
     case 'c': return parse_int(arg, "check", 0, 1 << 20, &o->check);
     case 'z': return parse_int(arg, "blocking", 0, 1, &o->blocking);
     case 'G': return parse_int(arg, "cudagraph", 0, 1 << 20, &o->graphs);
+    case 'R': return parse_int(arg, "local_register (0 or 1)", 0, 1, &o->local_register);
     case 'a': return parse_int(arg, "average", 0, 3, &o->average);
     case 'g': return parse_int(arg, "ngpus", 1, 1024, &o->ngpus);
     case 'r': return parse_int(arg, "root", -1, 1 << 30, &o->root);
@@ -227,6 +232,7 @@ static int parse_opts(int argc, char **argv, struct zp_opts *o)
         { "root", required_argument, 0, 'r' },
         { "blocking", required_argument, 0, 'z' },
         { "cudagraph", required_argument, 0, 'G' },
+        { "local_register", required_argument, 0, 'R' },
         { "average", required_argument, 0, 'a' },
         { "json", required_argument, 0, 'J' },
         { "help", no_argument, 0, 'h' },
@@ -247,7 +253,7 @@ static int parse_opts(int argc, char **argv, struct zp_opts *o)
                            .op = ZP_SUM };
     /* A binary or link named like nccl-tests' (all_gather_perf) defaults to that collective. */
     o->coll = zp_coll_find(prog) ? zp_coll_find(prog) : &zp_colls[0];
-    while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:w:c:o:d:r:z:G:a:J:h", longopts, NULL)) !=
+    while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:w:c:o:d:r:z:G:R:a:J:h", longopts, NULL)) !=
            -1) {
         if (c == 'h') {
             usage(stdout, prog);
@@ -639,9 +645,18 @@ static int setup_ranks(struct zp_bench *b)
         struct zp_rank *r = &b->r[i];
         r->rank = b->li.rank * b->nlocal + i;
         r->dev = b->ndev ? (b->li.local_rank * b->nlocal + i) % b->ndev : -1;
-        if (b->mem->alloc(r->dev, b->o.max_bytes, &r->send) ||
-            b->mem->alloc(r->dev, b->o.max_bytes, &r->recv) ||
-            b->mem->alloc(r->dev, ZP_LINE, &r->small) || b->mem->stream_create(r->dev, &r->stream))
+        if (b->o.local_register && r->dev >= 0) {
+            /* As nccl-tests -R 1: memory peers can map, registered once the comms exist. */
+            size_t sz = b->o.max_bytes ? b->o.max_bytes : 1;
+            if (b->mem->use(r->dev)) return -1;
+            NCCL_TRY(r, ncclMemAlloc(&r->send, sz));
+            NCCL_TRY(r, ncclMemAlloc(&r->recv, sz));
+            r->memalloc = 1;
+        } else if (b->mem->alloc(r->dev, b->o.max_bytes, &r->send) ||
+                   b->mem->alloc(r->dev, b->o.max_bytes, &r->recv)) {
+            return -1;
+        }
+        if (b->mem->alloc(r->dev, ZP_LINE, &r->small) || b->mem->stream_create(r->dev, &r->stream))
             return -1;
     }
     return 0;
@@ -668,7 +683,16 @@ static int init_comms(struct zp_bench *b)
         NCCL_TRY(r, ncclCommInitRank(&r->comm, b->nranks, id, r->rank));
     }
     NCCL_TRY(&b->r[0], ncclGroupEnd());
-    return wait_done(b);
+    if (wait_done(b)) return -1;
+    for (int i = 0; i < b->nlocal; i++) {
+        struct zp_rank *r = &b->r[i];
+        if (!r->memalloc) continue;
+        size_t sz = b->o.max_bytes ? b->o.max_bytes : 1;
+        if (b->mem->use(r->dev)) return -1;
+        NCCL_TRY(r, ncclCommRegister(r->comm, r->send, sz, &r->send_reg));
+        NCCL_TRY(r, ncclCommRegister(r->comm, r->recv, sz, &r->recv_reg));
+    }
+    return 0;
 }
 
 static void print_header(const struct zp_bench *b)
@@ -863,6 +887,10 @@ static void teardown(struct zp_bench *b, int failed)
     for (int i = 0; b->r && i < b->nlocal; i++) {
         struct zp_rank *r = &b->r[i];
         b->mem->graph_free(r->dev, r->graph, r->exec);
+        if (r->comm && !failed) {
+            if (r->send_reg) ncclCommDeregister(r->comm, r->send_reg);
+            if (r->recv_reg) ncclCommDeregister(r->comm, r->recv_reg);
+        }
         if (r->comm) {
             ncclResult_t res = failed ? ncclCommAbort(r->comm) : ncclCommDestroy(r->comm);
             if (res != ncclSuccess)
@@ -870,8 +898,13 @@ static void teardown(struct zp_bench *b, int failed)
         }
         if (r->stream) b->mem->stream_destroy(r->dev, r->stream);
         if (r->small) b->mem->release(r->dev, r->small);
-        if (r->recv) b->mem->release(r->dev, r->recv);
-        if (r->send) b->mem->release(r->dev, r->send);
+        if (r->memalloc) {
+            if (r->recv) ncclMemFree(r->recv);
+            if (r->send) ncclMemFree(r->send);
+        } else {
+            if (r->recv) b->mem->release(r->dev, r->recv);
+            if (r->send) b->mem->release(r->dev, r->send);
+        }
     }
     free(b->r);
     free(b->vals);

@@ -326,8 +326,10 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     x->dev.nch = nch;
     x->dev.slot_bytes = slot;
     x->dev.ll_off = zn_dev_ll_off(n, nch, slot);
-    /* Ring mode stages what the ring kernels do not do: that needs the host path too. */
+    /* Ring mode stages what the ring kernels do not do: that needs the host path too. With
+     * every peer mapped, registered buffers can be too (zero-copy). */
     c->staged = ring_mode;
+    if (!ring_mode) ZN_CHECK(zn_p2p_reg_start(&c->tctx, c->cuda_dev, &c->reg));
     if (ring_mode) {
         char list[64] = "";
         for (int p = 0; p < n; p++)
@@ -450,6 +452,7 @@ void zn_comm_free(struct ncclComm *c)
         int cur = zn_cuda_current_device();
         if (zn_cuda_set_device(c->cuda_dev) == ncclSuccess) zn_cuda_device_sync();
         zn_cuda_ctx_fini(&c->cuda);
+        zn_p2p_reg_stop(c->reg);
         zn_p2p_destroy(c->p2p);
         zn_cuda_host_free(c->host_words);
         if (cur >= 0) zn_cuda_set_device(cur);

@@ -24,6 +24,9 @@
  *   allgather            pass every block around the ring, keeping each
  *   broadcast, reduce    a chain from the root / ending at the root
  *
+ * Allreduce on registered buffers (ZN_DEV_ZEROCOPY) reads and writes the peers' user buffers
+ * directly: no FIFO, no copies (allreduce_zc).
+ *
  * Each output element is computed on exactly one rank (two-shot, reducescatter, reduce) or on
  * every rank from the same operands in rank order (one-shot), so all ranks get the same bits.
  */
@@ -661,11 +664,79 @@ __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
     }
 }
 
+/* ---- Zero-copy allreduce on registered buffers ---- */
+
+/* Every rank's send and receive buffers are mapped by every peer (ncclCommRegister). Per
+ * channel: each rank tells every peer where that peer sees its buffers and that it entered the
+ * call, and waits for the same from all; then it reduces its piece of the channel's range
+ * straight from every rank's send buffer and stores the result into every rank's receive
+ * buffer; then it tells everyone it is done and waits for all, so that no rank leaves (and
+ * reuses its buffers) while a peer still reads or writes them. Each piece is reduced once, in
+ * rank order, so all ranks get the same bits; in place works because only the piece's owner
+ * touches a piece, loading each element before storing it. */
+template <typename T> __device__ void allreduce_zc(Chan &s, const zn_dev_coll_args &a)
+{
+    const zn_dev_comm &c = a.comm;
+    int me = s.me, n = s.n, ch = s.ch;
+    __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
+    __shared__ T *dsts[ZN_DEV_MAX_RANKS];
+    volatile uint64_t *mine = ctrl(c.arena[me], ZN_DEV_ZCSEQ_OFF, me, ch);
+    uint64_t call = 0;
+    Range r = channel_range(a.count, a.nch, ch);
+    uint64_t ps, pl;
+    piece(r.hi - r.lo, n, me, &ps, &pl);
+    uint64_t off = r.lo + ps;
+    if (threadIdx.x == 0) {
+        call = *mine + 1;
+        for (int k = 1; k < n; k++) {
+            int q = (me + k) % n;
+            *ctrl(c.arena[q], ZN_DEV_ZCSEND_OFF, me, ch) = a.zc_send[q];
+            *ctrl(c.arena[q], ZN_DEV_ZCRECV_OFF, me, ch) = a.zc_recv[q];
+        }
+        __threadfence_system();
+        for (int k = 1; k < n; k++)
+            *ctrl(c.arena[(me + k) % n], ZN_DEV_ZCSEQ_OFF, me, ch) = 2 * call - 1;
+        s.fail = 0;
+        for (int k = 1; k < n && !s.fail; k++)
+            s.fail =
+                !wait_geq(s, ctrl(c.arena[me], ZN_DEV_ZCSEQ_OFF, (me + k) % n, ch), 2 * call - 1);
+        __threadfence(); /* acquire: the views are read after the flags */
+        for (int q = 0; q < n; q++) {
+            const T *sq = q == me ? (const T *)a.sendbuf
+                                  : (const T *)*ctrl(c.arena[me], ZN_DEV_ZCSEND_OFF, q, ch);
+            T *dq = q == me ? (T *)a.recvbuf : (T *)*ctrl(c.arena[me], ZN_DEV_ZCRECV_OFF, q, ch);
+            srcs[q] = sq + off;
+            /* dsts[0..n-2]: the peers' receive buffers (the extra stores); dsts[n-1]: own. */
+            if (q != me) dsts[(q - me + n) % n - 1] = dq + off;
+        }
+        dsts[n - 1] = (T *)a.recvbuf + off;
+    }
+    __syncthreads();
+    if (s.fail) return;
+    reduce_n<T>(dsts[n - 1], dsts, n - 1, srcs, n, pl, a.op, me, a.premul, scalar_of<T>(a),
+                a.post_div);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system(); /* every store of the block, before the flags */
+        for (int k = 1; k < n; k++)
+            *ctrl(c.arena[(me + k) % n], ZN_DEV_ZCSEQ_OFF, me, ch) = 2 * call;
+        for (int k = 1; k < n; k++)
+            if (!wait_geq(s, ctrl(c.arena[me], ZN_DEV_ZCSEQ_OFF, (me + k) % n, ch), 2 * call))
+                break;
+        *mine = call;
+    }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(ZN_DEV_THREADS) coll_kernel(zn_dev_coll_args a)
 {
     __shared__ Chan s;
     chan_open(s, &a.comm);
+    if (a.algo == ZN_DEV_ZEROCOPY) {
+        allreduce_zc<T>(s, a);
+        chan_close(s);
+        return;
+    }
     if (a.algo == ZN_DEV_ALGO_RING) {
         switch (a.coll) {
         case ZN_DEV_ALLREDUCE: allreduce_ring<T>(s, a); break;

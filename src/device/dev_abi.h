@@ -33,15 +33,21 @@
 #define ZN_DEV_NBUF        2   /* slots per FIFO */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 3
+#define ZN_DEV_ABI_VERSION 4
 
-#define ZN_DEV_CTRL_WORDS  (5 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_CTRL_WORDS  (8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
 #define ZN_DEV_ACK_OFF     (ZN_DEV_READY_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_SENT_OFF    (ZN_DEV_ACK_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_RECVD_OFF   (ZN_DEV_SENT_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_LLEPOCH_OFF (ZN_DEV_RECVD_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
-#define ZN_DEV_DATA_OFF    65536 /* control area, padded */
+/* Zero-copy calls on registered buffers (ZN_DEV_ZEROCOPY): per (src, ch), written by src, its
+ * phase (2k-1 when it entered call k, 2k when it finished writing) and where this rank sees
+ * src's send and receive buffers; [own rank][ch] holds this rank's own call count. */
+#define ZN_DEV_ZCSEQ_OFF  (ZN_DEV_LLEPOCH_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_ZCSEND_OFF (ZN_DEV_ZCSEQ_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_ZCRECV_OFF (ZN_DEV_ZCSEND_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+#define ZN_DEV_DATA_OFF   65536 /* control area, padded */
 /* Low-latency (LL) buffers: 16-byte packets of 8 data bytes, each 4 data bytes next to a 4-byte
  * flag, so that a reader needs no separate ready flag and no fence: per (src, ch), two
  * buffers (calls alternate) of ZN_DEV_LL_BYTES. Used for small allreduces. */
@@ -105,7 +111,9 @@ enum zn_dev_algo {
     ZN_DEV_ONESHOT = 0,
     ZN_DEV_TWOSHOT = 1,
     ZN_DEV_ONESHOT_LL = 2,
-    ZN_DEV_ALGO_RING = 3
+    ZN_DEV_ALGO_RING = 3,
+    ZN_DEV_ZEROCOPY = 4 /* allreduce on registered buffers: peers' buffers read and written in
+                           place (zc_send / zc_recv), no FIFO */
 };
 
 /* What every kernel of a communicator needs to find its peers and report trouble. */
@@ -142,6 +150,9 @@ struct zn_dev_coll_args {
     int32_t nch;
     int32_t premul;
     int32_t post_div;
+    /* ZN_DEV_ZEROCOPY: this rank's send and receive buffers as peer r maps them */
+    uint64_t zc_send[ZN_DEV_MAX_RANKS];
+    uint64_t zc_recv[ZN_DEV_MAX_RANKS];
 };
 
 /* A fused group of sends and receives of one communicator. Operations with the same peer

@@ -73,6 +73,49 @@ ncclResult_t zn_cuda_note(struct zn_cuda_ctx *cx, void *stream)
     return ncclSuccess;
 }
 
+ncclResult_t zn_cuda_reg_add(struct zn_cuda_ctx *cx, const struct zn_cuda_reg *r)
+{
+    struct zn_cuda_reg *n = realloc(cx->regs, (size_t)(cx->nregs + 1) * sizeof(*n));
+    if (!n) return zn_error(ncclSystemError, ZN_COLL, "out of memory");
+    cx->regs = n;
+    cx->regs[cx->nregs++] = *r;
+    return ncclSuccess;
+}
+
+void zn_cuda_reg_remove(struct zn_cuda_ctx *cx, uint32_t id)
+{
+    for (int i = 0; i < cx->nregs; i++)
+        if (cx->regs[i].id == id) {
+            cx->regs[i] = cx->regs[--cx->nregs];
+            return;
+        }
+}
+
+/* The registration that holds [p, p + bytes), or NULL. */
+static const struct zn_cuda_reg *reg_find(const struct zn_cuda_ctx *cx, const void *p, size_t bytes)
+{
+    uintptr_t lo = (uintptr_t)p;
+    for (int i = 0; i < cx->nregs; i++)
+        if (lo >= cx->regs[i].lo && lo + bytes <= cx->regs[i].hi) return &cx->regs[i];
+    return NULL;
+}
+
+/* Allreduce with both buffers registered (NCCL's contract: then every rank's are): point the
+ * kernel at where each peer sees them. */
+static int zero_copy(const struct zn_cuda_ctx *cx, const struct zn_coll_args *a, size_t bytes,
+                     struct zn_dev_coll_args *k)
+{
+    if (cx->ring || a->coll != ZN_COLL_ALLREDUCE || cx->dev.nranks < 2) return 0;
+    const struct zn_cuda_reg *rs = reg_find(cx, a->sendbuf, bytes);
+    const struct zn_cuda_reg *rr = reg_find(cx, a->recvbuf, bytes);
+    if (!rs || !rr) return 0;
+    for (int q = 0; q < cx->dev.nranks; q++) {
+        k->zc_send[q] = (uint64_t)((uintptr_t)rs->peer[q] + ((uintptr_t)a->sendbuf - rs->base));
+        k->zc_recv[q] = (uint64_t)((uintptr_t)rr->peer[q] + ((uintptr_t)a->recvbuf - rr->base));
+    }
+    return 1;
+}
+
 static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op *o)
 {
     const struct zn_coll_args *a = &o->a;
@@ -113,7 +156,13 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
     if (ll_max > 512 * 1024 && !(proto && !strcmp(proto, "LL"))) ll_max = 512 * 1024;
     int ll_ok = bytes <= ll_max && !(proto && !strcmp(proto, "SIMPLE"));
     int n = cx->dev.nranks;
-    if (n > 1 && (cx->ring || (f && !strcmp(f, "ring"))))
+    /* Registered buffers: zero-copy above the LL sizes (or always, ZINC_ALGO=zerocopy). Not
+     * PreMulSum: each rank scales its own input by its own scalar, which zero-copy, reading
+     * the peers' inputs as they are, cannot do. */
+    int zc = !k.premul && zero_copy(cx, a, bytes, &k) && (!ll_ok || (f && !strcmp(f, "zerocopy")));
+    if (zc)
+        k.algo = ZN_DEV_ZEROCOPY;
+    else if (n > 1 && (cx->ring || (f && !strcmp(f, "ring"))))
         k.algo = ZN_DEV_ALGO_RING;
     else if (f && !strcmp(f, "oneshot"))
         k.algo = ll_ok ? ZN_DEV_ONESHOT_LL : ZN_DEV_ONESHOT;
@@ -132,7 +181,8 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
         k.nch = channels(cx, bytes, cx->chunk);
     zn_log(ZN_LOG_INFO, ZN_TUNE, "%s count %zu type %d: GPU %s, %d channel(s)",
            zn_coll_name(a->coll), a->count, (int)a->dtype,
-           k.algo == ZN_DEV_ALGO_RING     ? "ring"
+           k.algo == ZN_DEV_ZEROCOPY      ? "zero-copy (registered buffers)"
+           : k.algo == ZN_DEV_ALGO_RING   ? "ring"
            : a->coll != ZN_COLL_ALLREDUCE ? "direct"
            : k.algo == ZN_DEV_TWOSHOT     ? "two-shot"
            : k.algo == ZN_DEV_ONESHOT_LL  ? "one-shot LL"
@@ -272,6 +322,9 @@ const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
 
 void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx)
 {
+    free(cx->regs);
+    cx->regs = NULL;
+    cx->nregs = 0;
     zn_stage_destroy(cx->stage);
     cx->stage = NULL;
     if (cx->last_event) cudaEventDestroy((cudaEvent_t)cx->last_event);
@@ -299,6 +352,13 @@ const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
 {
     return NULL;
 }
+
+ncclResult_t zn_cuda_reg_add(struct zn_cuda_ctx *cx, const struct zn_cuda_reg *r)
+{
+    return zn_error(ncclInvalidUsage, ZN_COLL, "this zinc build has no CUDA support");
+}
+
+void zn_cuda_reg_remove(struct zn_cuda_ctx *cx, uint32_t id) {}
 
 void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx) {}
 

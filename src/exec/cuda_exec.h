@@ -12,6 +12,15 @@
 
 struct zn_stage;
 
+/* A buffer registered with ncclCommRegister whose allocation every peer has mapped: calls
+ * whose buffers all lie in such ranges can skip the FIFOs (zero-copy). */
+struct zn_cuda_reg {
+    uintptr_t lo, hi;             /* the registered range */
+    uintptr_t base;               /* start of its allocation */
+    void *peer[ZN_DEV_MAX_RANKS]; /* the allocation as each peer maps it (own: base) */
+    uint32_t id;
+};
+
 /* The executor's view of a cuda communicator. */
 struct zn_cuda_ctx {
     struct zn_stage *stage;        /* staged path (exec/cuda_stage.h): all operations, or in
@@ -26,7 +35,9 @@ struct zn_cuda_ctx {
     void *last_stream;             /* the stream of the previous launch on this communicator */
     void *last_event;              /* recorded after it: launches on another stream wait for it */
     const char *force_algo;
-    const char *force_proto; /* ZINC_PROTO: LL or SIMPLE */
+    const char *force_proto;  /* ZINC_PROTO: LL or SIMPLE */
+    struct zn_cuda_reg *regs; /* registered buffers shared with every peer */
+    int nregs;
 };
 
 enum zn_cuda_op_kind { ZN_CUDA_COLL, ZN_CUDA_SEND, ZN_CUDA_RECV };
@@ -50,6 +61,10 @@ ncclResult_t zn_cuda_note(struct zn_cuda_ctx *cx, void *stream);
 
 /* A kernel of this communicator gave up (peer gone, deadline, abort): the reason, or NULL. */
 const char *zn_cuda_failure(const struct zn_cuda_ctx *cx);
+
+/* Registered buffers (ncclCommRegister on a communicator whose peers mapped them). */
+ncclResult_t zn_cuda_reg_add(struct zn_cuda_ctx *cx, const struct zn_cuda_reg *r);
+void zn_cuda_reg_remove(struct zn_cuda_ctx *cx, uint32_t id);
 
 void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx);
 

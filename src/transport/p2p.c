@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,47 +84,68 @@ struct arena_info {
     uint32_t pad;
 };
 
-static void uds_name(struct sockaddr_un *a, socklen_t *len, uint64_t hash, int rank)
+static void uds_name(struct sockaddr_un *a, socklen_t *len, uint64_t hash, int rank,
+                     const char *what)
 {
     memset(a, 0, sizeof(*a));
     a->sun_family = AF_UNIX;
     /* Abstract namespace: nothing to clean up in the file system if the process dies. */
-    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "zinc-p2p-%016llx-%d",
+    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "zinc-%s-%016llx-%d", what,
                      (unsigned long long)hash, rank);
     *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* One message of len bytes with an optional file descriptor (fd < 0: none) as SCM_RIGHTS. */
+static int send_msg_fd(int sock, const void *msg, size_t len, int fd)
+{
+    struct iovec iov = { .iov_base = (void *)msg, .iov_len = len };
+    char ctl[CMSG_SPACE(sizeof(int))];
+    memset(ctl, 0, sizeof(ctl));
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (fd >= 0) {
+        m.msg_control = ctl;
+        m.msg_controllen = sizeof(ctl);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    return sendmsg(sock, &m, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -errno;
+}
+
+/* Receive one message of exactly len bytes; *fd gets a passed descriptor or -1. */
+static int recv_msg_fd(int sock, void *msg, size_t len, int *fd)
+{
+    struct iovec iov = { .iov_base = msg, .iov_len = len };
+    char ctl[CMSG_SPACE(sizeof(int))];
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)
+    };
+    *fd = -1;
+    ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    if (c && c->cmsg_type == SCM_RIGHTS) memcpy(fd, CMSG_DATA(c), sizeof(int));
+    if (n != (ssize_t)len) {
+        if (*fd >= 0) close(*fd);
+        *fd = -1;
+        return n == 0 ? -EPIPE : n < 0 ? -errno : -EPROTO;
+    }
+    return 0;
 }
 
 static int send_fd(int sock, int fd)
 {
     char byte = 'z';
-    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-    char ctl[CMSG_SPACE(sizeof(int))];
-    memset(ctl, 0, sizeof(ctl));
-    struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)
-    };
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    return sendmsg(sock, &m, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+    return send_msg_fd(sock, &byte, 1, fd);
 }
 
 static int recv_fd(int sock, int *fd)
 {
     char byte;
-    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-    char ctl[CMSG_SPACE(sizeof(int))];
-    struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)
-    };
-    ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-    if (n != 1) return n == 0 ? -EPIPE : -errno;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    if (!c || c->cmsg_type != SCM_RIGHTS) return -EPROTO;
-    memcpy(fd, CMSG_DATA(c), sizeof(int));
-    return 0;
+    int rc = recv_msg_fd(sock, &byte, 1, fd);
+    if (rc == 0 && *fd < 0) return -EPROTO;
+    return rc;
 }
 
 /* Serves this rank's arena fd to the peers of other processes that ask for it. */
@@ -164,7 +186,7 @@ static int fetch_fd(uint64_t hash, int peer, int64_t deadline, const atomic_int 
 {
     struct sockaddr_un a;
     socklen_t len;
-    uds_name(&a, &len, hash, peer);
+    uds_name(&a, &len, hash, peer, "p2p");
     for (;;) {
         int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (s < 0) return -errno;
@@ -268,7 +290,7 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, con
     if (p->local_kind == 0) {
         struct sockaddr_un a;
         socklen_t len;
-        uds_name(&a, &len, ctx->comm_hash, ctx->rank);
+        uds_name(&a, &len, ctx->comm_hash, ctx->rank, "p2p");
         lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, len) != 0 || listen(lfd, 64) != 0) {
             res = zn_error(ncclSystemError, ZN_P2P, "p2p: cannot listen on a Unix socket: %s",
@@ -338,4 +360,185 @@ void zn_p2p_destroy(struct zn_p2p *p)
     else
         zn_cuda_free(p->peer[p->rank]);
     free(p);
+}
+
+/* --- Registered buffers ------------------------------------------------------------------
+ * Each rank serves a Unix socket for the life of the communicator. A rank that registers a
+ * buffer sends every peer a message with the allocation's fd; the peer's service thread maps
+ * it on its GPU and answers with the address it mapped it at. */
+
+enum { REG_SHARE = 1, REG_UNSHARE = 2 };
+
+struct reg_msg {
+    uint32_t op, src, id, pad;
+    uint64_t size;
+};
+
+struct reg_reply {
+    int32_t status; /* ncclResult_t */
+    uint32_t pad;
+    uint64_t ptr;
+};
+
+struct reg_import {
+    int src;
+    uint32_t id;
+    struct zn_cumem mem;
+};
+
+struct zn_p2p_reg {
+    int lfd, dev, rank;
+    pthread_t thread;
+    int started;
+    atomic_int stop;
+    struct reg_import *imp; /* the service thread's alone */
+    int nimp;
+};
+
+static void reg_serve(struct zn_p2p_reg *s, int c)
+{
+    struct pollfd p = { .fd = c, .events = POLLIN };
+    struct reg_msg m;
+    int fd = -1;
+    if (poll(&p, 1, 10000) <= 0 || recv_msg_fd(c, &m, sizeof(m), &fd) != 0) return;
+    struct reg_reply r = { .status = ncclSuccess };
+    if (m.op == REG_SHARE && fd >= 0) {
+        struct reg_import *n = realloc(s->imp, (size_t)(s->nimp + 1) * sizeof(*n));
+        struct zn_cumem mem;
+        ncclResult_t res = !n ? zn_error(ncclSystemError, ZN_P2P, "out of memory")
+                              : zn_cumem_import_fd(fd, m.size, s->dev, &mem);
+        if (n) s->imp = n;
+        if (res == ncclSuccess) {
+            s->imp[s->nimp++] = (struct reg_import){ .src = (int)m.src, .id = m.id, .mem = mem };
+            r.ptr = (uint64_t)(uintptr_t)mem.ptr;
+        } else {
+            zn_warn(ZN_P2P, "p2p: cannot map the buffer rank %u registered: %s", m.src,
+                    zn_last_error());
+            r.status = res;
+        }
+    } else if (m.op == REG_UNSHARE) {
+        for (int i = 0; i < s->nimp; i++)
+            if (s->imp[i].src == (int)m.src && s->imp[i].id == m.id) {
+                zn_cumem_free(&s->imp[i].mem);
+                s->imp[i] = s->imp[--s->nimp];
+                break;
+            }
+    } else {
+        r.status = ncclInternalError;
+    }
+    if (fd >= 0) close(fd);
+    send_msg_fd(c, &r, sizeof(r), -1);
+}
+
+static void *reg_main(void *arg)
+{
+    struct zn_p2p_reg *s = arg;
+    zn_log_rank = s->rank;
+    if (zn_cuda_set_device(s->dev) != ncclSuccess) return NULL;
+    while (!atomic_load(&s->stop)) {
+        struct pollfd p = { .fd = s->lfd, .events = POLLIN };
+        if (poll(&p, 1, 50) <= 0) continue;
+        int c = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        reg_serve(s, c);
+        close(c);
+    }
+    return NULL;
+}
+
+ncclResult_t zn_p2p_reg_start(const struct zn_tctx *ctx, int dev, struct zn_p2p_reg **out)
+{
+    struct zn_p2p_reg *s = calloc(1, sizeof(*s));
+    if (!s) return zn_error(ncclSystemError, ZN_P2P, "out of memory");
+    s->dev = dev;
+    s->rank = ctx->rank;
+    struct sockaddr_un a;
+    socklen_t len;
+    uds_name(&a, &len, ctx->comm_hash, ctx->rank, "reg");
+    s->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, len) != 0 || listen(s->lfd, 64) != 0) {
+        ncclResult_t r =
+            zn_error(ncclSystemError, ZN_P2P,
+                     "p2p: cannot listen on a Unix socket for registrations: %s", strerror(errno));
+        zn_p2p_reg_stop(s);
+        return r;
+    }
+    if (pthread_create(&s->thread, NULL, reg_main, s) != 0) {
+        zn_p2p_reg_stop(s);
+        return zn_error(ncclSystemError, ZN_P2P, "p2p: cannot start the registration thread");
+    }
+    s->started = 1;
+    *out = s;
+    return ncclSuccess;
+}
+
+void zn_p2p_reg_stop(struct zn_p2p_reg *s)
+{
+    if (!s) return;
+    atomic_store(&s->stop, 1);
+    if (s->started) pthread_join(s->thread, NULL);
+    if (s->lfd >= 0) close(s->lfd);
+    for (int i = 0; i < s->nimp; i++) zn_cumem_free(&s->imp[i].mem);
+    free(s->imp);
+    free(s);
+}
+
+/* One request to peer's service: connect (bounded), send, wait for the answer. */
+static int reg_call(const struct zn_tctx *ctx, int peer, const struct reg_msg *m, int fd,
+                    struct reg_reply *r)
+{
+    struct sockaddr_un a;
+    socklen_t len;
+    uds_name(&a, &len, ctx->comm_hash, peer, "reg");
+    int64_t deadline = zn_now_ns() + zn_timeout_ns();
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return -errno;
+    int rc = connect(s, (struct sockaddr *)&a, len) == 0 ? 0 : -errno;
+    if (rc == 0) rc = send_msg_fd(s, m, sizeof(*m), fd);
+    if (rc == 0) {
+        struct pollfd p = { .fd = s, .events = POLLIN };
+        rc = poll(&p, 1, zn_ms_left(deadline, 600000)) > 0 ? 0 : -ETIMEDOUT;
+    }
+    if (rc == 0) {
+        int none = -1;
+        rc = recv_msg_fd(s, r, sizeof(*r), &none);
+        if (none >= 0) close(none);
+    }
+    close(s);
+    return rc;
+}
+
+ncclResult_t zn_p2p_reg_share(const struct zn_tctx *ctx, int fd, size_t size, uint32_t id,
+                              void **peer_ptr)
+{
+    struct reg_msg m = { .op = REG_SHARE, .src = (uint32_t)ctx->rank, .id = id, .size = size };
+    for (int k = 1; k < ctx->nranks; k++) {
+        int q = (ctx->rank + k) % ctx->nranks;
+        struct reg_reply r = { 0 };
+        int rc = reg_call(ctx, q, &m, fd, &r);
+        if (rc != 0 || r.status != ncclSuccess) {
+            char who[128];
+            zn_peer_str(ctx, q, who, sizeof(who));
+            ncclResult_t res = zn_error(rc ? ncclRemoteError : (ncclResult_t)r.status, ZN_P2P,
+                                        "p2p: %s could not map the registered buffer: %s", who,
+                                        rc ? strerror(-rc) : "see its log");
+            /* Peers that mapped it already let go again. */
+            for (int j = 1; j < k; j++) zn_p2p_reg_unshare(ctx, id, (ctx->rank + j) % ctx->nranks);
+            return res;
+        }
+        peer_ptr[q] = (void *)(uintptr_t)r.ptr;
+    }
+    return ncclSuccess;
+}
+
+void zn_p2p_reg_unshare(const struct zn_tctx *ctx, uint32_t id, int peer)
+{
+    struct reg_msg m = { .op = REG_UNSHARE, .src = (uint32_t)ctx->rank, .id = id };
+    for (int k = 1; k < ctx->nranks; k++) {
+        int q = (ctx->rank + k) % ctx->nranks;
+        if (peer >= 0 && q != peer) continue;
+        struct reg_reply r;
+        if (reg_call(ctx, q, &m, -1, &r) != 0)
+            zn_info(ZN_P2P, "p2p: rank %d did not answer a deregistration (gone?)", q);
+    }
 }

@@ -48,4 +48,17 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, con
                            struct zn_p2p **out);
 void zn_p2p_destroy(struct zn_p2p *p);
 
+/* Registered buffers: every rank runs a service (a thread on a Unix socket) that maps the
+ * buffers its peers register, for the life of the communicator. zn_p2p_reg_share sends fd (a
+ * cuMem allocation of size bytes, exported as a POSIX fd) to every peer and returns where each
+ * one mapped it (peer_ptr[r]; own entry untouched); no peer keeps it if one fails.
+ * zn_p2p_reg_unshare asks peer (or every peer, -1) to unmap it. Neither needs the peers'
+ * application threads, so registering is a local call, as NCCL has it. */
+struct zn_p2p_reg;
+ncclResult_t zn_p2p_reg_start(const struct zn_tctx *ctx, int dev, struct zn_p2p_reg **out);
+void zn_p2p_reg_stop(struct zn_p2p_reg *s);
+ncclResult_t zn_p2p_reg_share(const struct zn_tctx *ctx, int fd, size_t size, uint32_t id,
+                              void **peer_ptr);
+void zn_p2p_reg_unshare(const struct zn_tctx *ctx, uint32_t id, int peer);
+
 #endif

@@ -348,6 +348,23 @@ int zn_cumem_lookup(void *ptr, struct zn_cumem *m)
     return 0;
 }
 
+int zn_cumem_find(const void *ptr, struct zn_cumem *m)
+{
+    pthread_once(&drv_once, load_driver);
+    if (!drv.ok) return -1;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (drv.memGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
+        cudaGetLastError();
+        return -1;
+    }
+    CUmemGenericAllocationHandle h;
+    if (drv.memRetain(&h, (void *)(uintptr_t)base) != CUDA_SUCCESS) return -1;
+    drv.memRelease(h); /* the allocation keeps its own reference */
+    *m = (struct zn_cumem){ .ptr = (void *)(uintptr_t)base, .size = size, .handle = (uint64_t)h };
+    return 0;
+}
+
 ncclResult_t zn_cuda_ipc_get(void *ptr, void *handle64)
 {
     cudaIpcMemHandle_t h;
@@ -464,6 +481,10 @@ ncclResult_t zn_cumem_import_fd(int fd, size_t size, int dev, struct zn_cumem *o
 }
 void zn_cumem_free(struct zn_cumem *m) {}
 int zn_cumem_lookup(void *ptr, struct zn_cumem *m)
+{
+    return -1;
+}
+int zn_cumem_find(const void *ptr, struct zn_cumem *m)
 {
     return -1;
 }

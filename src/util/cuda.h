@@ -55,6 +55,9 @@ void zn_cumem_free(struct zn_cumem *m);
 /* The cuMem allocation behind ptr (ncclMemFree). Returns 0 and *m, or -1 if ptr is not the
  * start of a cuMem allocation. */
 int zn_cumem_lookup(void *ptr, struct zn_cumem *m);
+/* The cuMem allocation that contains ptr (anywhere inside it): its start, size and handle in *m
+ * (not owned: the allocation keeps its reference). Returns -1 for other memory. */
+int zn_cumem_find(const void *ptr, struct zn_cumem *m);
 
 /* Legacy CUDA IPC (the fallback where cuMem fds are not available). 64-byte handles. */
 ncclResult_t zn_cuda_ipc_get(void *ptr, void *handle64);

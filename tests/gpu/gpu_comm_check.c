@@ -2,7 +2,8 @@
  * gpu_comm_check: communicator management on cuda communicators, one process per GPU under
  * zinc-run (what PyTorch does between its collectives):
  *   - ncclMemAlloc'd buffers, registered with ncclCommRegister and as a window, in-place and
- *     out-of-place into cudaMalloc'd memory;
+ *     out-of-place into cudaMalloc'd memory; both buffers registered (zero-copy), also at
+ *     unaligned offsets, and again after deregistration;
  *   - PreMulSum with a per-rank scalar in device memory, changed between two calls;
  *   - ncclCommSplit (evens / odds, ranks reversed by key) and ncclCommShrink (the last rank
  *     excluded; it does not call), each child checked with an allreduce and an allgather of
@@ -126,7 +127,19 @@ static void test_memalloc(ncclComm_t world, const int *all)
     NCCLCHECK(ncclCommWindowRegister(world, a, n * sizeof(float), &win, NCCL_WIN_COLL_SYMMETRIC));
     check_allreduce(world, a, a, n, all, nranks, "window buffer");
     NCCLCHECK(ncclCommWindowDeregister(world, win));
+    /* Both buffers registered: zero-copy on a communicator whose GPUs all map each other,
+     * also at offsets that break 16-byte alignment. */
+    float *b = NULL;
+    void *reg_b = NULL;
+    NCCLCHECK(ncclMemAlloc((void **)&b, n * sizeof(float)));
+    NCCLCHECK(ncclCommRegister(world, b, n * sizeof(float), &reg_b));
+    check_allreduce(world, a, b, n, all, nranks, "registered in and out, out of place");
+    check_allreduce(world, a + 1000, b + 77, n - 2000, all, nranks,
+                    "registered in and out, unaligned offsets");
+    NCCLCHECK(ncclCommDeregister(world, reg_b));
     NCCLCHECK(ncclCommDeregister(world, reg));
+    check_allreduce(world, a, b, n, all, nranks, "after deregistration");
+    NCCLCHECK(ncclMemFree(b));
     CUDACHECK(cudaFree(out));
     NCCLCHECK(ncclMemFree(a));
 }
