@@ -338,7 +338,10 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
         zn_info(ZN_INIT,
                 "cuda communicator: GPU ring %s (%s); alltoall, gather, scatter and "
                 "send/recv staged through host memory",
-                list, full ? "ZINC_P2P_TOPO=ring" : why);
+                list,
+                full   ? "ZINC_P2P_TOPO=ring"
+                : *why ? why
+                       : "not every GPU pair is connected");
     }
     return ncclSuccess;
 }

@@ -39,22 +39,6 @@
 namespace zn
 {
 
-struct Range {
-    uint64_t lo, hi;
-};
-
-/* Channel ch's share of n elements, in multiples of 16 elements so that windows keep
- * vector alignment where the buffers have it. */
-__device__ Range channel_range(uint64_t n, int nch, int ch)
-{
-    uint64_t per = (n + nch - 1) / nch;
-    per = (per + 15) / 16 * 16;
-    uint64_t lo = per * ch, hi = lo + per;
-    if (lo > n) lo = n;
-    if (hi > n) hi = n;
-    return { lo, hi };
-}
-
 /* Piece j of a window of w elements split n ways, in multiples of 16 elements (vector
  * alignment; a window holds at most n slots of a multiple of 16 elements, so a piece still fits
  * one slot). */

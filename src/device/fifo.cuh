@@ -24,6 +24,22 @@ __device__ __forceinline__ uint64_t globaltimer()
     return t;
 }
 
+struct Range {
+    uint64_t lo, hi;
+};
+
+/* Channel ch's share of n elements (or bytes), in multiples of 16 so that windows keep vector
+ * alignment where the buffers have it. */
+__device__ __forceinline__ Range channel_range(uint64_t n, int nch, int ch)
+{
+    uint64_t per = (n + nch - 1) / nch;
+    per = (per + 15) / 16 * 16;
+    uint64_t lo = per * ch, hi = lo + per;
+    if (lo > n) lo = n;
+    if (hi > n) hi = n;
+    return { lo, hi };
+}
+
 struct Chan {
     const zn_dev_comm *c;
     int ch, me, n;

@@ -16,21 +16,6 @@
 namespace zn
 {
 
-struct Range {
-    uint64_t lo, hi;
-};
-
-/* Channel ch's slice of an operation of `bytes`, in multiples of 16 bytes. */
-__device__ __forceinline__ Range slice(uint64_t bytes, int nch, int ch)
-{
-    uint64_t per = (bytes + nch - 1) / nch;
-    per = (per + 15) / 16 * 16;
-    uint64_t lo = per * ch, hi = lo + per;
-    if (lo > bytes) lo = bytes;
-    if (hi > bytes) hi = bytes;
-    return { lo, hi };
-}
-
 __global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(zn_dev_p2p_args a)
 {
     __shared__ Chan s;
@@ -47,7 +32,7 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(zn_dev_p2p_args a)
         for (int k = 0; k < a.nops; k++) {
             const zn_dev_p2p_op &op = a.ops[k];
             dep[k] = last[op.peer][op.is_send];
-            Range r = slice(op.bytes, a.nch, s.ch);
+            Range r = channel_range(op.bytes, a.nch, s.ch);
             if (r.lo < r.hi) last[op.peer][op.is_send] = (int16_t)k;
         }
     }
@@ -58,14 +43,14 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(zn_dev_p2p_args a)
         int remaining = 0, moved = 0;
         for (int k = 0; k < a.nops; k++) {
             const zn_dev_p2p_op &op = a.ops[k];
-            Range r = slice(op.bytes, a.nch, s.ch);
+            Range r = channel_range(op.bytes, a.nch, s.ch);
             uint64_t lo = r.lo, hi = r.hi;
             if (lo + done[k] >= hi) continue;
             remaining++;
             /* An earlier unfinished operation on the same FIFO goes first (it waited for its
              * own predecessor in turn, so looking one back is enough). */
             if (dep[k] >= 0) {
-                Range e = slice(a.ops[dep[k]].bytes, a.nch, s.ch);
+                Range e = channel_range(a.ops[dep[k]].bytes, a.nch, s.ch);
                 if (e.lo + done[dep[k]] < e.hi) continue;
             }
             uint64_t off = lo + done[k], len = hi - off < W ? hi - off : W;

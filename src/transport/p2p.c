@@ -70,7 +70,9 @@ int zn_p2p_find_ring(const uint8_t *reach, int n, int *order)
 {
     if (n < 1 || n > ZN_P2P_MAX_RANKS) return 0;
     order[0] = 0;
-    return n == 1 || ring_dfs(reach, n, order, 1, 1u);
+    /* One rank: a "ring" only if its GPU is usable at all (zn_p2p_reach leaves the diagonal 0
+     * when the p2p transport is off, e.g. ZINC_P2P_DISABLE=1). */
+    return n == 1 ? reach[0] != 0 : ring_dfs(reach, n, order, 1, 1u);
 }
 
 /* What each rank tells the others about its arena. */

@@ -39,7 +39,8 @@ int zn_p2p_reach(const struct zn_tctx *ctx, const char (*bus_ids)[20], uint8_t *
                  size_t len);
 
 /* A cycle through all n ranks whose consecutive members reach each other both ways: order[pos]
- * is the rank at ring position pos, order[0] = 0. Deterministic; returns 0 if there is none. */
+ * is the rank at ring position pos, order[0] = 0. Deterministic; returns 0 if there is none
+ * (for one rank: if reach[0] is 0, the transport is off). */
 int zn_p2p_find_ring(const uint8_t *reach, int n, int *order);
 
 /* Collective: allocate this rank's arena of bytes on dev (zeroed) and map the arenas of the peers

@@ -93,6 +93,9 @@ ZT_TEST(ring_none)
     ZT_ASSERT(zn_p2p_find_ring(reach, 2, order));
     ZT_ASSERT(valid_ring(reach, 2, order));
     ZT_ASSERT(!zn_p2p_find_ring(reach, 9, order));
+    /* One rank with the transport off (zn_p2p_reach zeroes even the diagonal): no ring. */
+    reach[0] = 0;
+    ZT_ASSERT(!zn_p2p_find_ring(reach, 1, order));
 }
 
 ZT_MAIN(ZT_CASE(ring_full), ZT_CASE(ring_reordered), ZT_CASE(ring_two_islands_of_nvlink),
