@@ -15,11 +15,12 @@ grep -E "Test +#|tests passed|FAIL" "$out/ctest.log"
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
 nccl_lib=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))')
 R=build/bin/zinc-run P=build/bin/zinc-perf
-args=(all_reduce -b 256K -e 1G -f 4 -n 20 -w 5 -c 1)
+args=(all_reduce -b ${REG_MIN:-8} -e ${REG_MAX:-1G} -f 4 -n 20 -w 5 -c 1)
 {
-    echo "### NCCL -R 1"; LD_LIBRARY_PATH=$nccl_lib timeout 60 $R -n "$ngpu" $P "${args[@]}" -R 1
-    echo "### zinc -R 1"; timeout 60 $R -n "$ngpu" $P "${args[@]}" -R 1
-    echo "### zinc"; timeout 60 $R -n "$ngpu" $P "${args[@]}"
+    echo "### NCCL -R 1"; LD_LIBRARY_PATH=$nccl_lib timeout 90 $R -n "$ngpu" $P "${args[@]}" -R 1
+    echo "### zinc -R 1"; timeout 90 $R -n "$ngpu" $P "${args[@]}" -R 1
+    echo "### zinc -R 1 ZINC_ALGO=zerocopy"; ZINC_ALGO=zerocopy timeout 90 $R -n "$ngpu" $P "${args[@]}" -R 1
+    echo "### zinc"; timeout 90 $R -n "$ngpu" $P "${args[@]}"
 } >"$out/reg.txt" 2>&1
 ZINC_DEBUG=INFO timeout 30 $R -n "$ngpu" $P all_reduce -R 1 -b 4M -e 4M -n 1 -w 0 2>&1 | grep -E "TUNE|regist" | head -5 >>"$out/reg.txt"
 grep -E "^###|^ +[0-9]|TUNE|Out of" "$out/reg.txt"

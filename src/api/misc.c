@@ -171,6 +171,13 @@ ZN_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle)
                         "this communicator",
                         handle);
     if (r->id) {
+        /* The peers' kernels read and write this buffer through their mappings until this
+         * rank's kernels of the same calls end (their end barrier): wait for those before the
+         * peers unmap it. */
+        int cur = zn_cuda_current_device();
+        if (cur != comm->cuda_dev) zn_cuda_set_device(comm->cuda_dev);
+        zn_cuda_device_sync();
+        if (cur >= 0 && cur != comm->cuda_dev) zn_cuda_set_device(cur);
         zn_cuda_reg_remove(&comm->cuda, r->id);
         zn_p2p_reg_unshare(&comm->tctx, r->id, -1);
     }

@@ -484,19 +484,25 @@ __device__ Ring ring_of(const zn_dev_comm &c)
     return { p, c.ring[(p + 1) % n], c.ring[(p + n - 1) % n] };
 }
 
-/* Block-wide: the next slot from prev reduced with this rank's own operand `own` (cnt
- * elements; PreMulSum scales own), stored to out and, unless NULL, to fwd. Releases the slot.
- * post_div only on the last step. Returns false if a wait failed. */
+/* Block-wide, one reduce step of a ring: the next slot from prev reduced with this rank's own
+ * operand `own` (cnt elements; PreMulSum scales own). The result goes to `out` (the final
+ * output; NULL on intermediate steps) and, when `forward`, into a slot to next (committed), in
+ * the same pass. Releases prev's slot. post_div only on the last step. Returns false if a wait
+ * failed. */
 template <typename T>
-__device__ bool ring_reduce_step(Chan &s, const zn_dev_coll_args &a, int prev, const T *own, T *out,
-                                 T *fwd, uint64_t cnt, T sc, int post_div)
+__device__ bool ring_reduce_step(Chan &s, const zn_dev_coll_args &a, const Ring &g, const T *own,
+                                 T *out, bool forward, uint64_t cnt, T sc, int post_div)
 {
-    const T *p = consume<T>(s, prev);
+    T *fwd = nullptr;
+    if (forward && !(fwd = reserve<T>(s, g.next))) return false;
+    const T *p = consume<T>(s, g.prev);
     if (!p) return false;
     const T *srcs[ZN_DEV_MAX_RANKS] = { p, own };
     T *extra[1] = { fwd };
-    reduce_n<T>(out, extra, fwd ? 1 : 0, srcs, 2, cnt, a.op, 1, a.premul, sc, post_div);
-    release(s, prev);
+    reduce_n<T>(out ? out : fwd, extra, out && fwd ? 1 : 0, srcs, 2, cnt, a.op, 1, a.premul, sc,
+                post_div);
+    release(s, g.prev);
+    if (fwd) commit(s, g.next);
     return true;
 }
 
@@ -521,13 +527,10 @@ template <typename T> __device__ void allreduce_ring(Chan &s, const zn_dev_coll_
         for (int st = 1; st < n; st++) {
             int last = st == n - 1;
             piece(wl, n, (g.pos + 2 * n - 1 - st) % n, &ps, &pl);
-            T *fwd = reserve<T>(s, g.next);
-            if (!fwd) return;
             /* The finished piece goes to the output and, in the same pass, to next. */
-            if (!ring_reduce_step<T>(s, a, g.prev, in + w0 + ps, last ? out + w0 + ps : fwd,
-                                     last ? fwd : nullptr, pl, sc, last ? a.post_div : 0))
+            if (!ring_reduce_step<T>(s, a, g, in + w0 + ps, last ? out + w0 + ps : nullptr, true,
+                                     pl, sc, last ? a.post_div : 0))
                 return;
-            commit(s, g.next);
         }
         for (int st = 1; st < n; st++) {
             piece(wl, n, (g.pos + n - st) % n, &ps, &pl);
@@ -562,12 +565,9 @@ template <typename T> __device__ void reducescatter_ring(Chan &s, const zn_dev_c
         for (int st = 1; st < n; st++) {
             int last = st == n - 1;
             b = c.ring[(g.pos + 2 * n - 1 - st) % n];
-            T *fwd = last ? nullptr : reserve<T>(s, g.next);
-            if (!last && !fwd) return;
-            if (!ring_reduce_step<T>(s, a, g.prev, in + b * a.count + w0, last ? out + w0 : fwd,
-                                     nullptr, wl, sc, last ? a.post_div : 0))
+            if (!ring_reduce_step<T>(s, a, g, in + b * a.count + w0, last ? out + w0 : nullptr,
+                                     !last, wl, sc, last ? a.post_div : 0))
                 return;
-            if (!last) commit(s, g.next);
         }
     }
 }
@@ -593,12 +593,9 @@ template <typename T> __device__ void reduce_ring(Chan &s, const zn_dev_coll_arg
             if (!push<T>(s, g.next, in + w0, wl, a.premul, sc)) return;
             continue;
         }
-        T *fwd = me == root ? nullptr : reserve<T>(s, g.next);
-        if (me != root && !fwd) return;
-        if (!ring_reduce_step<T>(s, a, g.prev, in + w0, me == root ? out + w0 : fwd, nullptr, wl,
-                                 sc, me == root ? a.post_div : 0))
+        if (!ring_reduce_step<T>(s, a, g, in + w0, me == root ? out + w0 : nullptr, me != root,
+                                 wl, sc, me == root ? a.post_div : 0))
             return;
-        if (fwd) commit(s, g.next);
     }
 }
 

@@ -9,11 +9,13 @@
  *     excluded; it does not call), each child checked with an allreduce and an allgather of
  *     the world ranks in child order;
  *   - the non-blocking ncclCommFinalize / ncclCommDestroy flow;
- *   - one group of 4 x 120 sends and receives of odd sizes with both ring neighbours.
+ *   - one group of 4 x 120 sends and receives of odd sizes with both ring neighbours, and one
+ *     of 4 x 150 on a child: over the 512 one p2p launch carries, so refused with
+ *     ncclInvalidUsage there, and carried by the staged path;
  * Every result is compared against the value computed here.
  *
  *   zinc-run -n 4 gpu_comm_check        everything
- *   zinc-run -n 4 gpu_comm_check p2p    the world communicator and the large group only
+ *   zinc-run -n 4 gpu_comm_check p2p    the world communicator and the large groups only
  */
 #include "nccl.h"
 #include "zinc.h"
@@ -237,12 +239,12 @@ static size_t p2p_size(int i)
 }
 
 /* One group of 4 * K operations: K sends to next and K to prev, K receives from prev and K from
- * next, sizes p2p_size(i) (odd, 1 B to 20 KB), matched in call order on each pair. */
-static void test_many_p2p(ncclComm_t world)
+ * next, sizes p2p_size(i) (odd, 1 B to 20 KB), matched in call order on each pair. Returns
+ * ncclGroupEnd's result; on success the received bytes are checked. */
+static ncclResult_t many_p2p(ncclComm_t comm, int K)
 {
-    enum { K = 120 };
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-    size_t off[K + 1];
+    size_t *off = malloc((size_t)(K + 1) * sizeof(*off));
     off[0] = 0;
     for (int i = 0; i < K; i++) off[i + 1] = off[i] + p2p_size(i);
     size_t total = off[K];
@@ -258,26 +260,61 @@ static void test_many_p2p(ncclComm_t world)
     upload(dev, h, 4 * total);
     NCCLCHECK(ncclGroupStart());
     for (int i = 0; i < K; i++) {
-        NCCLCHECK(ncclSend(dev + off[i], p2p_size(i), ncclUint8, next, world, stream));
-        NCCLCHECK(ncclRecv(dev + 2 * total + off[i], p2p_size(i), ncclUint8, prev, world, stream));
+        NCCLCHECK(ncclSend(dev + off[i], p2p_size(i), ncclUint8, next, comm, stream));
+        NCCLCHECK(ncclRecv(dev + 2 * total + off[i], p2p_size(i), ncclUint8, prev, comm, stream));
     }
     for (int i = 0; i < K; i++) {
-        NCCLCHECK(ncclSend(dev + total + off[i], p2p_size(i), ncclUint8, prev, world, stream));
-        NCCLCHECK(ncclRecv(dev + 3 * total + off[i], p2p_size(i), ncclUint8, next, world, stream));
+        NCCLCHECK(ncclSend(dev + total + off[i], p2p_size(i), ncclUint8, prev, comm, stream));
+        NCCLCHECK(ncclRecv(dev + 3 * total + off[i], p2p_size(i), ncclUint8, next, comm, stream));
     }
-    NCCLCHECK(ncclGroupEnd());
-    CUDACHECK(cudaStreamSynchronize(stream));
-    CUDACHECK(cudaMemcpy(h, dev, 4 * total, cudaMemcpyDeviceToHost));
-    long bad = 0;
-    for (int i = 0; i < K; i++)
-        for (size_t j = 0; j < p2p_size(i); j++) {
-            /* From prev: its "to next" message i; from next: its "to prev" message i (K + i). */
-            bad += h[2 * total + off[i] + j] != p2p_byte(prev, rank, i, j);
-            bad += h[3 * total + off[i] + j] != p2p_byte(next, rank, i + K, j);
-        }
-    EXPECT(bad == 0, "group of %d sends and receives: %ld wrong bytes", 4 * K, bad);
+    ncclResult_t res = ncclGroupEnd();
+    if (res == ncclSuccess) {
+        CUDACHECK(cudaStreamSynchronize(stream));
+        CUDACHECK(cudaMemcpy(h, dev, 4 * total, cudaMemcpyDeviceToHost));
+        long bad = 0;
+        for (int i = 0; i < K; i++)
+            for (size_t j = 0; j < p2p_size(i); j++) {
+                /* From prev: its "to next" message i; from next: its "to prev" one (K + i). */
+                bad += h[2 * total + off[i] + j] != p2p_byte(prev, rank, i, j);
+                bad += h[3 * total + off[i] + j] != p2p_byte(next, rank, i + K, j);
+            }
+        EXPECT(bad == 0, "group of %d sends and receives: %ld wrong bytes", 4 * K, bad);
+    }
     CUDACHECK(cudaFree(dev));
     free(h);
+    free(off);
+    return res;
+}
+
+/* 480 operations: within what one kernel launch carries (512) on the p2p path. */
+static void test_many_p2p(ncclComm_t world)
+{
+    ncclResult_t r = many_p2p(world, 120);
+    EXPECT(r == ncclSuccess, "group of 480 sends and receives: %s", ncclGetErrorString(r));
+}
+
+/* 600 operations, on a child communicator (a failed group leaves its communicator in error):
+ * the p2p path refuses them with ncclInvalidUsage and says why; the staged path (no GPU
+ * mapping, or ring mode, where sends and receives are staged) carries any number. */
+static void test_p2p_limit(ncclComm_t world)
+{
+    const char *dis = getenv("ZINC_P2P_DISABLE"), *topo = getenv("ZINC_P2P_TOPO");
+    int staged = (dis && atoi(dis)) || (topo && !strcmp(topo, "ring"));
+    ncclComm_t c;
+    NCCLCHECK(ncclCommSplit(world, 0, rank, &c, NULL));
+    ncclResult_t r = many_p2p(c, 150);
+    if (staged) {
+        EXPECT(r == ncclSuccess, "staged group of 600 sends and receives: %s",
+               ncclGetErrorString(r));
+        NCCLCHECK(ncclCommDestroy(c));
+        return;
+    }
+    const char *why = ncclGetLastError(c);
+    EXPECT(r == ncclInvalidUsage, "group of 600 sends and receives on the p2p path: %s, want "
+           "ncclInvalidUsage", ncclGetErrorString(r));
+    EXPECT(why && strstr(why, "more than 512"), "group of 600: last error \"%s\"",
+           why ? why : "(none)");
+    NCCLCHECK(ncclCommAbort(c));
 }
 
 int main(int argc, char **argv)
@@ -303,6 +340,7 @@ int main(int argc, char **argv)
     int only_p2p = argc > 1 && !strcmp(argv[1], "p2p");
     check_members(world, all, nranks, "world");
     test_many_p2p(world);
+    test_p2p_limit(world);
     if (!only_p2p) {
         test_memalloc(world, all);
         test_premul_device(world);
