@@ -709,7 +709,7 @@ template <typename T> __device__ void allreduce_zc(Chan &s, const zn_dev_coll_ar
 }
 
 template <typename T>
-__global__ void __launch_bounds__(ZN_DEV_THREADS) coll_kernel(zn_dev_coll_args a)
+__global__ void __launch_bounds__(ZN_DEV_THREADS) coll_kernel(const __grid_constant__ zn_dev_coll_args a)
 {
     __shared__ Chan s;
     chan_open(s, &a.comm);
