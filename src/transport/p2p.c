@@ -5,6 +5,7 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/param.h"
+#include "util/sock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -173,6 +174,11 @@ static void *serve(void *arg)
         if (poll(&p, 1, 50) <= 0) continue;
         int c = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) continue;
+        if (!zn_sock_peer_is_self_user(c)) {
+            zn_warn(ZN_P2P, "p2p: refused a connection from another user to the arena service");
+            close(c);
+            continue;
+        }
         int fd = -1;
         if (zn_cumem_export_fd(s->mem, &fd) == ncclSuccess) {
             if (send_fd(c, fd) == 0) s->served++;
@@ -442,7 +448,11 @@ static void *reg_main(void *arg)
         if (poll(&p, 1, 50) <= 0) continue;
         int c = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) continue;
-        reg_serve(s, c);
+        if (zn_sock_peer_is_self_user(c))
+            reg_serve(s, c);
+        else
+            zn_warn(ZN_P2P, "p2p: refused a connection from another user to the registration "
+                            "service");
         close(c);
     }
     return NULL;

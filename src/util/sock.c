@@ -275,6 +275,14 @@ int zn_sock_try_accept(int lfd, int *fd)
     return 0;
 }
 
+int zn_sock_peer_is_self_user(int fd)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || len != sizeof(cr)) return 0;
+    return cr.uid == geteuid();
+}
+
 int zn_sock_accept(int lfd, int64_t deadline, const atomic_int *abort_flag, int *fd)
 {
     for (;;) {

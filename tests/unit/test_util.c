@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -189,6 +192,52 @@ ZT_TEST(sock_loopback)
     close(l);
 }
 
+/* Peer credentials on a Unix socket: a connection from this user passes; as root, one from a
+ * child that dropped to another user (nobody) is refused. */
+static int unix_pair(int *l, int *c, struct sockaddr_un *a, socklen_t *len)
+{
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "zinc-test-cred-%d", (int)getpid());
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    *l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    *c = -1;
+    return *l >= 0 && bind(*l, (struct sockaddr *)a, *len) == 0 && listen(*l, 4) == 0 ? 0 : -1;
+}
+
+ZT_TEST(sock_peer_user)
+{
+    struct sockaddr_un a;
+    socklen_t len;
+    int l, c, s;
+    ZT_EQ_INT(unix_pair(&l, &c, &a, &len), 0);
+    c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ZT_EQ_INT(connect(c, (struct sockaddr *)&a, len), 0);
+    s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    ZT_ASSERT(s >= 0);
+    ZT_EQ_INT(zn_sock_peer_is_self_user(s), 1);
+    close(s);
+    close(c);
+    if (geteuid() == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+            int k = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (k < 0 || connect(k, (struct sockaddr *)&a, len) != 0) _exit(4);
+            char b;
+            _exit(read(k, &b, 1) == 0 ? 0 : 5); /* wait until the parent closes */
+        }
+        s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        ZT_ASSERT(s >= 0);
+        ZT_EQ_INT(zn_sock_peer_is_self_user(s), 0);
+        close(s);
+        int st = 0;
+        ZT_EQ_INT(waitpid(pid, &st, 0), pid);
+        ZT_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    close(l);
+}
+
 ZT_TEST(shm_segments)
 {
     char name[64];
@@ -217,4 +266,5 @@ ZT_TEST(shm_segments)
 }
 
 ZT_MAIN(ZT_CASE(params_parse), ZT_CASE(params_sources), ZT_CASE(log_helpers), ZT_CASE(ifname_rules),
-        ZT_CASE(sockaddr_parse), ZT_CASE(sock_loopback), ZT_CASE(shm_segments))
+        ZT_CASE(sockaddr_parse), ZT_CASE(sock_loopback), ZT_CASE(sock_peer_user),
+        ZT_CASE(shm_segments))
