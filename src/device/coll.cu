@@ -597,8 +597,8 @@ template <typename T> __device__ void reduce_ring(Chan &s, const zn_dev_coll_arg
             if (!push<T>(s, g.next, in + w0, wl, a.premul, sc)) return;
             continue;
         }
-        if (!ring_reduce_step<T>(s, a, g, in + w0, me == root ? out + w0 : nullptr, me != root,
-                                 wl, sc, me == root ? a.post_div : 0))
+        if (!ring_reduce_step<T>(s, a, g, in + w0, me == root ? out + w0 : nullptr, me != root, wl,
+                                 sc, me == root ? a.post_div : 0))
             return;
     }
 }
@@ -713,7 +713,8 @@ template <typename T> __device__ void allreduce_zc(Chan &s, const zn_dev_coll_ar
 }
 
 template <typename T>
-__global__ void __launch_bounds__(ZN_DEV_THREADS) coll_kernel(const __grid_constant__ zn_dev_coll_args a)
+__global__ void __launch_bounds__(ZN_DEV_THREADS)
+    coll_kernel(const __grid_constant__ zn_dev_coll_args a)
 {
     __shared__ Chan s;
     chan_open(s, &a.comm);

@@ -16,7 +16,8 @@
 namespace zn
 {
 
-__global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(const __grid_constant__ zn_dev_p2p_args a)
+__global__ void __launch_bounds__(ZN_DEV_THREADS)
+    p2p_kernel(const __grid_constant__ zn_dev_p2p_args a)
 {
     __shared__ Chan s;
     __shared__ uint64_t done[ZN_DEV_MAX_P2P];

@@ -310,8 +310,10 @@ static void test_p2p_limit(ncclComm_t world)
         return;
     }
     const char *why = ncclGetLastError(c);
-    EXPECT(r == ncclInvalidUsage, "group of 600 sends and receives on the p2p path: %s, want "
-           "ncclInvalidUsage", ncclGetErrorString(r));
+    EXPECT(r == ncclInvalidUsage,
+           "group of 600 sends and receives on the p2p path: %s, want "
+           "ncclInvalidUsage",
+           ncclGetErrorString(r));
     EXPECT(why && strstr(why, "more than 512"), "group of 600: last error \"%s\"",
            why ? why : "(none)");
     NCCLCHECK(ncclCommAbort(c));
