@@ -237,6 +237,35 @@ __device__ __forceinline__ void store8(uint8_t *buf, uint64_t p, uint64_t nbytes
     for (int b = 0; b < 8 && off + b < nbytes; b++) buf[off + b] = (uint8_t)(v >> (8 * b));
 }
 
+/* Wait for the LL packet at line to carry flag e in both flag words (x and z are the data).
+ * Polls 16 times, then sleeps 128 ns between polls: with 128 channels x 512 threads polling
+ * without pause, the loads crowd out the peer's incoming packet stores (measured on 2 H200:
+ * 512 KB calls stuck at ~1 ms instead of 8.4 us, in about half the runs). Returns false on
+ * abort or deadline, after recording the reason. */
+__device__ __forceinline__ bool ll_wait(const zn_dev_comm &c, const uint4 *line, uint32_t e,
+                                        uint4 *out)
+{
+    uint4 v = ld_v4(line);
+    uint64_t t0 = 0;
+    for (unsigned i = 1; v.y != e || v.w != e; i++) {
+        if (i > 16) __nanosleep(128);
+        if ((i & 1023) == 0) {
+            if (!t0) t0 = globaltimer();
+            int code = *c.abort_flag                       ? ZN_DEV_ABORTED
+                       : globaltimer() - t0 > c.timeout_ns ? ZN_DEV_TIMEOUT
+                                                           : 0;
+            if (code) {
+                if (*c.error == 0) *(volatile uint32_t *)c.error = (uint32_t)code;
+                __threadfence_system();
+                return false;
+            }
+        }
+        v = ld_v4(line);
+    }
+    *out = v;
+    return true;
+}
+
 /* Small allreduce, LL protocol: every rank writes its data as flagged packets straight into
  * every peer's LL buffer (no fence, no separate flag) and reduces the packets it receives as
  * they arrive. The flag is the channel's call counter, so the two buffers alternate between
@@ -286,28 +315,11 @@ template <typename T> __device__ void allreduce_ll(Chan &s, const zn_dev_coll_ar
             } else {
                 const uint4 *line =
                     (const uint4 *)(c.arena[me] + zn_dev_ll_buf(c.ll_off, j, s.ch, c.nch, buf)) + p;
-                uint4 v = ld_v4(line);
-                uint64_t t0 = 0;
-                for (unsigned i = 1; v.y != e || v.w != e; i++) {
-                    /* Back off after a few polls: with 128 channels x 512 threads polling, the
-                     * loads crowd out the peer's incoming packet stores (measured on 2 H200:
-                     * 512 KB calls stuck at ~1 ms instead of 8.4 us, in about half the runs). */
-                    if (i > 16) __nanosleep(128);
-                    if ((i & 1023) == 0) {
-                        if (!t0) t0 = globaltimer();
-                        int code = *c.abort_flag                       ? ZN_DEV_ABORTED
-                                   : globaltimer() - t0 > c.timeout_ns ? ZN_DEV_TIMEOUT
-                                                                       : 0;
-                        if (code) {
-                            if (*c.error == 0) *(volatile uint32_t *)c.error = (uint32_t)code;
-                            __threadfence_system();
-                            failed = 1;
-                            break;
-                        }
-                    }
-                    v = ld_v4(line);
+                uint4 v;
+                if (!ll_wait(c, line, e, &v)) {
+                    failed = 1;
+                    break;
                 }
-                if (failed) break;
                 x.u = (uint64_t)v.x | ((uint64_t)v.z << 32);
             }
             if (j == 0)
@@ -550,6 +562,78 @@ template <typename T> __device__ void allreduce_ring(Chan &s, const zn_dev_coll_
     }
 }
 
+/* Small allreduce on a ring, LL protocol: every rank's vector travels n-1 hops along the ring
+ * as flagged packets (hop st lands in region st of the next rank's LL buffer from this rank),
+ * each rank keeps every vector that passes and reduces all n in rank order, so all ranks get
+ * the same bits. One hop per packet per rank, no fences. The two LL buffers alternate between
+ * calls as in allreduce_ll; since a rank hears nothing back from next along the ring, next
+ * acknowledges each call it finished reading in this rank's LLEPOCH row 1 (ZN_DEV_RING_ACK),
+ * and a rank waits for call e-2's acknowledgement before writing call e into the same buffer.
+ * The host sizes the channels so that n-1 regions fit in one LL buffer (ring_ll_fits). */
+template <typename T> __device__ void allreduce_ring_ll(Chan &s, const zn_dev_coll_args &a)
+{
+    constexpr int L = 8 / sizeof(T);
+    union Pack {
+        uint64_t u;
+        T t[L];
+    };
+    const zn_dev_comm &c = a.comm;
+    int me = s.me, n = s.n;
+    Ring g = ring_of(c);
+    __shared__ uint32_t s_epoch;
+    volatile uint64_t *ep = (volatile uint64_t *)(c.arena[me] + ZN_DEV_LLEPOCH_OFF) + s.ch;
+    if (threadIdx.x == 0) {
+        uint32_t e = (uint32_t)(*ep + 1);
+        volatile uint64_t *ack = (volatile uint64_t *)(c.arena[me] + ZN_DEV_RING_ACK_OFF) + s.ch;
+        s.fail = e > 2 && !wait_geq(s, ack, e - 2);
+        s_epoch = e;
+    }
+    __syncthreads();
+    if (s.fail) return;
+    const uint32_t e = s_epoch;
+    const int buf = e & 1;
+    Range r = channel_range(a.count, a.nch, s.ch);
+    const uint8_t *in = (const uint8_t *)a.sendbuf + r.lo * sizeof(T);
+    uint8_t *out = (uint8_t *)a.recvbuf + r.lo * sizeof(T);
+    uint64_t nbytes = (r.hi - r.lo) * sizeof(T), np = (nbytes + 7) / 8;
+    uint4 *to = (uint4 *)(c.arena[g.next] + zn_dev_ll_buf(c.ll_off, me, s.ch, c.nch, buf));
+    const uint4 *from =
+        (const uint4 *)(c.arena[me] + zn_dev_ll_buf(c.ll_off, g.prev, s.ch, c.nch, buf));
+    T sc = scalar_of<T>(a);
+    int failed = 0;
+    for (uint64_t p = threadIdx.x; p < np && !failed; p += blockDim.x) {
+        Pack v[ZN_DEV_MAX_RANKS];
+        v[me].u = load8(in, p, nbytes);
+        if (a.premul)
+            for (int l = 0; l < L; l++) v[me].t[l] = Ops<T>::mul(v[me].t[l], sc);
+        st_v4(to + p, make_uint4((uint32_t)v[me].u, e, (uint32_t)(v[me].u >> 32), e));
+        /* Hop st brings the vector of the rank st positions back on the ring. */
+        for (int st = 1; st < n; st++) {
+            uint4 x;
+            if (!ll_wait(c, from + (st - 1) * np + p, e, &x)) {
+                failed = 1;
+                break;
+            }
+            if (st < n - 1) st_v4(to + st * np + p, x);
+            v[c.ring[(g.pos + n - st) % n]].u = (uint64_t)x.x | ((uint64_t)x.z << 32);
+        }
+        if (failed) break;
+        Pack acc = v[0];
+        for (int j = 1; j < n; j++)
+            for (int l = 0; l < L; l++) acc.t[l] = Ops<T>::red(acc.t[l], v[j].t[l], a.op);
+        if (a.post_div)
+            for (int l = 0; l < L; l++) acc.t[l] = Ops<T>::div_int(acc.t[l], a.post_div);
+        store8(out, p, nbytes, acc.u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        *ep = e;
+        /* Every thread's reads of this call's buffer are done: prev may reuse it at e+2. */
+        __threadfence_system();
+        *((volatile uint64_t *)(c.arena[g.prev] + ZN_DEV_RING_ACK_OFF) + s.ch) = e;
+    }
+}
+
 /* Reduce-scatter steps over the n blocks (block of the rank at position q: in + ring[q] *
  * count); position p finishes its own block at the last step. */
 template <typename T> __device__ void reducescatter_ring(Chan &s, const zn_dev_coll_args &a)
@@ -720,6 +804,11 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS)
     chan_open(s, &a.comm);
     if (a.algo == ZN_DEV_ZEROCOPY) {
         allreduce_zc<T>(s, a);
+        chan_close(s);
+        return;
+    }
+    if (a.algo == ZN_DEV_RING_LL) {
+        allreduce_ring_ll<T>(s, a);
         chan_close(s);
         return;
     }

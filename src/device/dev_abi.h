@@ -33,7 +33,7 @@
 #define ZN_DEV_NBUF        2   /* slots per FIFO */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 4
+#define ZN_DEV_ABI_VERSION 5
 
 #define ZN_DEV_CTRL_WORDS  (8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
@@ -41,6 +41,9 @@
 #define ZN_DEV_SENT_OFF    (ZN_DEV_ACK_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_RECVD_OFF   (ZN_DEV_SENT_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_LLEPOCH_OFF (ZN_DEV_RECVD_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
+/* Row 0 of the LLEPOCH array: [ch] this rank's LL call count. Row 1: [ch] the last ring-LL call
+ * the next rank on the ring finished reading (written by next). Rows 2+ unused. */
+#define ZN_DEV_RING_ACK_OFF (ZN_DEV_LLEPOCH_OFF + 8 * ZN_DEV_MAX_CH)
 /* Zero-copy calls on registered buffers (ZN_DEV_ZEROCOPY): per (src, ch), written by src, its
  * phase (2k-1 when it entered call k, 2k when it finished writing) and where this rank sees
  * src's send and receive buffers; [own rank][ch] holds this rank's own call count. */
@@ -112,8 +115,9 @@ enum zn_dev_algo {
     ZN_DEV_TWOSHOT = 1,
     ZN_DEV_ONESHOT_LL = 2,
     ZN_DEV_ALGO_RING = 3,
-    ZN_DEV_ZEROCOPY = 4 /* allreduce on registered buffers: peers' buffers read and written in
-                           place (zc_send / zc_recv), no FIFO */
+    ZN_DEV_ZEROCOPY = 4, /* allreduce on registered buffers: peers' buffers read and written in
+                            place (zc_send / zc_recv), no FIFO */
+    ZN_DEV_RING_LL = 5   /* small allreduce on a ring: LL packets forwarded along it */
 };
 
 /* What every kernel of a communicator needs to find its peers and report trouble. */

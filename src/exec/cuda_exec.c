@@ -103,6 +103,21 @@ static const struct zn_cuda_reg *reg_find(const struct zn_cuda_ctx *cx, const vo
     return NULL;
 }
 
+/* Channels for a ring-LL allreduce of a, or 0 if it does not fit: the kernel (device/coll.cu,
+ * allreduce_ring_ll) keeps the n-1 hops of a channel's packets (16 bytes per 8 data bytes) in
+ * one LL buffer, with channel ranges as channel_range() cuts them (multiples of 16 elements). */
+static int ring_ll_channels(const struct zn_cuda_ctx *cx, const struct zn_coll_args *a, int n)
+{
+    size_t bytes = a->count * a->esize;
+    for (int nch = channels(cx, bytes, cx->ll_chunk);; nch *= 2) {
+        if (nch > cx->max_ch) nch = cx->max_ch;
+        size_t per = ((a->count + (size_t)nch - 1) / (size_t)nch + 15) / 16 * 16;
+        size_t packets = (per * a->esize + 7) / 8;
+        if ((size_t)(n - 1) * packets * 16 <= ZN_DEV_LL_BYTES) return nch;
+        if (nch == cx->max_ch) return 0;
+    }
+}
+
 /* Allreduce with both buffers registered (NCCL's contract: then every rank's are): point the
  * kernel at where each peer sees them. */
 static int zero_copy(const struct zn_cuda_ctx *cx, const struct zn_coll_args *a, size_t bytes,
@@ -170,8 +185,16 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
              ((!ll_ok && bytes <= ZC_MAX_BYTES) || (f && !strcmp(f, "zerocopy")));
     if (zc)
         k.algo = ZN_DEV_ZEROCOPY;
-    else if (n > 1 && (cx->ring || (f && !strcmp(f, "ring"))))
+    else if (n > 1 && (cx->ring || (f && !strcmp(f, "ring")))) {
         k.algo = ZN_DEV_ALGO_RING;
+        /* Small allreduces: LL packets forwarded along the ring (n-1 hops) instead of the
+         * 2(n-1) fenced FIFO steps. */
+        int nch = a->coll == ZN_COLL_ALLREDUCE && ll_ok ? ring_ll_channels(cx, a, n) : 0;
+        if (nch) {
+            k.algo = ZN_DEV_RING_LL;
+            k.nch = nch;
+        }
+    }
     else if (f && !strcmp(f, "oneshot"))
         k.algo = ll_ok ? ZN_DEV_ONESHOT_LL : ZN_DEV_ONESHOT;
     else if (f && !strcmp(f, "twoshot"))
@@ -181,7 +204,9 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
     else
         k.algo = bytes <= 256 * 1024 ? ZN_DEV_ONESHOT : ZN_DEV_TWOSHOT; /* LL off, or too big */
     if (a->coll != ZN_COLL_ALLREDUCE && k.algo != ZN_DEV_ALGO_RING) k.algo = ZN_DEV_ONESHOT;
-    if (k.algo == ZN_DEV_ONESHOT_LL)
+    if (k.algo == ZN_DEV_RING_LL)
+        ; /* sized by ring_ll_channels */
+    else if (k.algo == ZN_DEV_ONESHOT_LL)
         k.nch = channels(cx, bytes, cx->ll_chunk);
     else if (a->coll == ZN_COLL_ALLREDUCE && k.algo != ZN_DEV_ONESHOT)
         k.nch = channels(cx, bytes / (size_t)n, cx->chunk); /* per rank's piece */
@@ -191,6 +216,7 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
            zn_coll_name(a->coll), a->count, (int)a->dtype,
            k.algo == ZN_DEV_ZEROCOPY      ? "zero-copy (registered buffers)"
            : k.algo == ZN_DEV_ALGO_RING   ? "ring"
+           : k.algo == ZN_DEV_RING_LL     ? "ring LL"
            : a->coll != ZN_COLL_ALLREDUCE ? "direct"
            : k.algo == ZN_DEV_TWOSHOT     ? "two-shot"
            : k.algo == ZN_DEV_ONESHOT_LL  ? "one-shot LL"
