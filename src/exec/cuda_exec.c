@@ -194,8 +194,7 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
             k.algo = ZN_DEV_RING_LL;
             k.nch = nch;
         }
-    }
-    else if (f && !strcmp(f, "oneshot"))
+    } else if (f && !strcmp(f, "oneshot"))
         k.algo = ll_ok ? ZN_DEV_ONESHOT_LL : ZN_DEV_ONESHOT;
     else if (f && !strcmp(f, "twoshot"))
         k.algo = ZN_DEV_TWOSHOT;
