@@ -99,6 +99,9 @@ ncclResult_t zn_comm_setup(struct ncclComm *comm, struct zn_join *join);
 ncclResult_t zn_comm_setup_async(struct ncclComm *comm, struct zn_join *join);
 /* Wait for an asynchronous setup to end. */
 void zn_comm_wait_setup(struct ncclComm *comm);
+/* Whether a non-blocking init has not yet published its result (it waits out the init
+ * thread's exit when the result is already visible). */
+int zn_comm_init_pending(struct ncclComm *comm);
 /* Free everything (the communicator must be idle). */
 void zn_comm_free(struct ncclComm *comm);
 

@@ -127,7 +127,7 @@ ZN_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
         return zn_error(ncclInvalidArgument, ZN_CALL,
                         "ncclCommRevoke: revokeFlags 0x%x must be NCCL_REVOKE_DEFAULT (0)",
                         (unsigned)revokeFlags);
-    if (atomic_load(&comm->init_running))
+    if (zn_comm_init_pending(comm))
         return zn_error(ncclInvalidUsage, ZN_CALL,
                         "ncclCommRevoke: comm %p is still initialising (non-blocking init): wait "
                         "for ncclCommGetAsyncError to leave ncclInProgress, or use ncclCommAbort",

@@ -446,6 +446,16 @@ void zn_comm_wait_setup(struct ncclComm *comm)
     }
 }
 
+int zn_comm_init_pending(struct ncclComm *comm)
+{
+    if (!atomic_load(&comm->init_running)) return 0;
+    /* The init thread publishes its result in async_err, then drops init_running on its way
+     * out: a caller that already saw the result waits for those last steps. */
+    if (atomic_load(&comm->async_err) == ncclInProgress) return 1;
+    zn_comm_wait_setup(comm);
+    return 0;
+}
+
 void zn_comm_free(struct ncclComm *c)
 {
     if (!c) return;

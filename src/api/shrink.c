@@ -171,7 +171,7 @@ ZN_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, int
         return zn_error(ncclInvalidArgument, ZN_INIT,
                         "ncclCommShrink: invalid excludeRanksCount %d with excludeRanksList %p",
                         excludeRanksCount, (void *)excludeRanksList);
-    if (atomic_load(&comm->init_running) || !comm->boot)
+    if (zn_comm_init_pending(comm) || !comm->boot)
         return zn_error(ncclInvalidUsage, ZN_INIT, "ncclCommShrink: the parent communicator %s",
                         comm->boot ? "is still initialising" : "never finished its init");
     ncclConfig_t cfg = comm->config;

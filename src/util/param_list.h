@@ -48,6 +48,8 @@ ZN_PARAM(conf_file,     STR,  "ZINC_CONF_FILE",     NULL,                 "",
          "parameter file (NAME=VALUE lines); default ~/.zinc.conf")
 ZN_PARAM(p2p_disable,   BOOL, "ZINC_P2P_DISABLE",   "NCCL_P2P_DISABLE",   "0",
          "1: GPUs do not access each other's memory; data is staged through host memory")
+ZN_PARAM(p2p_ipc,       BOOL, "ZINC_P2P_IPC",       NULL,                 "0",
+         "1: GPU arenas are cudaMalloc memory shared through CUDA IPC handles, the fallback for drivers that cannot export cuMem memory as file descriptors")
 ZN_PARAM(p2p_topo,      STR,  "ZINC_P2P_TOPO",      NULL,                 "auto",
          "auto: GPUs that all reach each other use direct kernels, others a GPU ring where one exists; ring: map only ring neighbours as if no other pair could reach each other")
 ZN_PARAM(gpu_channels,  INT,  "ZINC_GPU_CHANNELS",  NULL,                 "128",
