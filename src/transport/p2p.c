@@ -213,9 +213,9 @@ static int fetch_fd(uint64_t hash, int peer, int64_t deadline, const atomic_int 
 static ncclResult_t alloc_local(struct zn_p2p *p, int dev, size_t bytes, struct arena_info *me)
 {
     me->pid = (int32_t)getpid();
-    /* cuMem memory exported as a file descriptor where the driver can; otherwise (or with
-     * ZINC_P2P_IPC=1, which lets machines that can test this fallback) cudaMalloc memory and
-     * a CUDA IPC handle. */
+    /* cuMem memory exported as a file descriptor where the driver can; otherwise cudaMalloc
+     * memory and a CUDA IPC handle (ZINC_P2P_IPC=1 forces this, so that machines with cuMem
+     * can test the fallback). */
     if (!zn_params()->p2p_ipc && zn_cuda_cumem_fd_supported(dev) &&
         zn_cumem_alloc(dev, bytes, &p->local) == ncclSuccess) {
         p->local_kind = 0;
