@@ -635,6 +635,12 @@ static int run_all(struct zp_bench *b)
  * Setup and report
  * --------------------------------------------------------------------------------------- */
 
+/* Bytes of each ncclMemAlloc'd and registered buffer (-R 1): never 0. */
+static size_t reg_bytes(const struct zp_bench *b)
+{
+    return b->o.max_bytes ? b->o.max_bytes : 1;
+}
+
 static int setup_ranks(struct zp_bench *b)
 {
     b->r = calloc((size_t)b->nlocal, sizeof(*b->r));
@@ -647,10 +653,9 @@ static int setup_ranks(struct zp_bench *b)
         r->dev = b->ndev ? (b->li.local_rank * b->nlocal + i) % b->ndev : -1;
         if (b->o.local_register && r->dev >= 0) {
             /* As nccl-tests -R 1: memory peers can map, registered once the comms exist. */
-            size_t sz = b->o.max_bytes ? b->o.max_bytes : 1;
             if (b->mem->use(r->dev)) return -1;
-            NCCL_TRY(r, ncclMemAlloc(&r->send, sz));
-            NCCL_TRY(r, ncclMemAlloc(&r->recv, sz));
+            NCCL_TRY(r, ncclMemAlloc(&r->send, reg_bytes(b)));
+            NCCL_TRY(r, ncclMemAlloc(&r->recv, reg_bytes(b)));
             r->memalloc = 1;
         } else if (b->mem->alloc(r->dev, b->o.max_bytes, &r->send) ||
                    b->mem->alloc(r->dev, b->o.max_bytes, &r->recv)) {
@@ -687,10 +692,9 @@ static int init_comms(struct zp_bench *b)
     for (int i = 0; i < b->nlocal; i++) {
         struct zp_rank *r = &b->r[i];
         if (!r->memalloc) continue;
-        size_t sz = b->o.max_bytes ? b->o.max_bytes : 1;
         if (b->mem->use(r->dev)) return -1;
-        NCCL_TRY(r, ncclCommRegister(r->comm, r->send, sz, &r->send_reg));
-        NCCL_TRY(r, ncclCommRegister(r->comm, r->recv, sz, &r->recv_reg));
+        NCCL_TRY(r, ncclCommRegister(r->comm, r->send, reg_bytes(b), &r->send_reg));
+        NCCL_TRY(r, ncclCommRegister(r->comm, r->recv, reg_bytes(b), &r->recv_reg));
     }
     return 0;
 }

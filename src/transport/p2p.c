@@ -151,6 +151,20 @@ static int recv_fd(int sock, int *fd)
     return rc;
 }
 
+/* The next connection to one of the services below (which hand out GPU memory), if one comes
+ * within 50 ms and its process runs as this user; else -1. */
+static int accept_own_user(int lfd, const char *service)
+{
+    struct pollfd p = { .fd = lfd, .events = POLLIN };
+    if (poll(&p, 1, 50) <= 0) return -1;
+    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0) return -1;
+    if (zn_sock_peer_is_self_user(c)) return c;
+    zn_warn(ZN_P2P, "p2p: refused a connection from another user to the %s service", service);
+    close(c);
+    return -1;
+}
+
 /* Serves this rank's arena fd to the peers of other processes that ask for it. */
 struct server {
     int lfd;
@@ -170,15 +184,8 @@ static void *serve(void *arg)
             s->err = -ETIMEDOUT;
             return NULL;
         }
-        struct pollfd p = { .fd = s->lfd, .events = POLLIN };
-        if (poll(&p, 1, 50) <= 0) continue;
-        int c = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+        int c = accept_own_user(s->lfd, "arena");
         if (c < 0) continue;
-        if (!zn_sock_peer_is_self_user(c)) {
-            zn_warn(ZN_P2P, "p2p: refused a connection from another user to the arena service");
-            close(c);
-            continue;
-        }
         int fd = -1;
         if (zn_cumem_export_fd(s->mem, &fd) == ncclSuccess) {
             if (send_fd(c, fd) == 0) s->served++;
@@ -213,9 +220,9 @@ static int fetch_fd(uint64_t hash, int peer, int64_t deadline, const atomic_int 
 static ncclResult_t alloc_local(struct zn_p2p *p, int dev, size_t bytes, struct arena_info *me)
 {
     me->pid = (int32_t)getpid();
-    /* cuMem memory exported as a file descriptor where the driver can; otherwise (or with
-     * ZINC_P2P_IPC=1, which lets machines that can test this fallback) cudaMalloc memory and
-     * a CUDA IPC handle. */
+    /* cuMem memory exported as a file descriptor where the driver can; otherwise cudaMalloc
+     * memory and a CUDA IPC handle (ZINC_P2P_IPC=1 forces this, so that machines with cuMem
+     * can test the fallback). */
     if (!zn_params()->p2p_ipc && zn_cuda_cumem_fd_supported(dev) &&
         zn_cumem_alloc(dev, bytes, &p->local) == ncclSuccess) {
         p->local_kind = 0;
@@ -448,15 +455,9 @@ static void *reg_main(void *arg)
     zn_log_rank = s->rank;
     if (zn_cuda_set_device(s->dev) != ncclSuccess) return NULL;
     while (!atomic_load(&s->stop)) {
-        struct pollfd p = { .fd = s->lfd, .events = POLLIN };
-        if (poll(&p, 1, 50) <= 0) continue;
-        int c = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+        int c = accept_own_user(s->lfd, "registration");
         if (c < 0) continue;
-        if (zn_sock_peer_is_self_user(c))
-            reg_serve(s, c);
-        else
-            zn_warn(ZN_P2P, "p2p: refused a connection from another user to the registration "
-                            "service");
+        reg_serve(s, c);
         close(c);
     }
     return NULL;

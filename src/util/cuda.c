@@ -332,22 +332,6 @@ void zn_cumem_free(struct zn_cumem *m)
     m->ptr = NULL;
 }
 
-int zn_cumem_lookup(void *ptr, struct zn_cumem *m)
-{
-    pthread_once(&drv_once, load_driver);
-    if (!drv.ok) return -1;
-    CUmemGenericAllocationHandle h;
-    if (drv.memRetain(&h, ptr) != CUDA_SUCCESS) return -1;
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    CUresult r = drv.memGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)ptr);
-    /* Retain took a reference: drop it, the allocation keeps its own. */
-    drv.memRelease(h);
-    if (r != CUDA_SUCCESS || (void *)(uintptr_t)base != ptr) return -1;
-    *m = (struct zn_cumem){ .ptr = ptr, .size = size, .handle = (uint64_t)h };
-    return 0;
-}
-
 int zn_cumem_find(const void *ptr, struct zn_cumem *m)
 {
     pthread_once(&drv_once, load_driver);
@@ -362,6 +346,14 @@ int zn_cumem_find(const void *ptr, struct zn_cumem *m)
     if (drv.memRetain(&h, (void *)(uintptr_t)base) != CUDA_SUCCESS) return -1;
     drv.memRelease(h); /* the allocation keeps its own reference */
     *m = (struct zn_cumem){ .ptr = (void *)(uintptr_t)base, .size = size, .handle = (uint64_t)h };
+    return 0;
+}
+
+int zn_cumem_lookup(void *ptr, struct zn_cumem *m)
+{
+    struct zn_cumem f;
+    if (zn_cumem_find(ptr, &f) != 0 || f.ptr != ptr) return -1;
+    *m = f;
     return 0;
 }
 
