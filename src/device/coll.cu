@@ -14,6 +14,9 @@
  *   broadcast, scatter   the root pushes; the others copy out
  *   reduce, gather       everyone pushes to the root; the root reduces / copies out
  *
+ * Small calls skip the FIFOs: LL packets (8 data bytes and two flags in one 16-byte store)
+ * written straight into the peers' LL buffers, no fences (allreduce_ll, coll_ll).
+ *
  * Ring kernels (ZN_DEV_ALGO_RING) push only to the next rank on the ring and consume only from
  * the previous one, so they run where only ring neighbours are mapped:
  *
@@ -266,6 +269,64 @@ __device__ __forceinline__ bool ll_wait(const zn_dev_comm &c, const uint4 *line,
     return true;
 }
 
+/* The 8 data bytes of an LL packet, as bits or as elements. */
+template <typename T> union Pack8 {
+    uint64_t u;
+    T t[8 / sizeof(T)];
+};
+
+/* An LL call on channel s.ch: its flag is the channel's LL call count plus one (row 0 of this
+ * rank's LLEPOCH array), which every rank advances in the same order, so the flags agree. */
+__device__ __forceinline__ uint32_t ll_enter(Chan &s, const zn_dev_comm &c)
+{
+    __shared__ uint32_t s_epoch;
+    if (threadIdx.x == 0)
+        s_epoch =
+            (uint32_t)(*((volatile uint64_t *)(c.arena[s.me] + ZN_DEV_LLEPOCH_OFF) + s.ch) + 1);
+    __syncthreads();
+    return s_epoch;
+}
+
+__device__ __forceinline__ void ll_leave(Chan &s, const zn_dev_comm &c, uint32_t e)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) *((volatile uint64_t *)(c.arena[s.me] + ZN_DEV_LLEPOCH_OFF) + s.ch) = e;
+}
+
+/* Packet p of an LL reduction: this rank's own input (scaled for PreMulSum) and every peer's
+ * packet from its LL buffer, reduced in rank order and stored to out. False on abort or
+ * deadline. */
+template <typename T>
+__device__ __forceinline__ bool ll_reduce_packet(Chan &s, const zn_dev_coll_args &a,
+                                                 const uint8_t *own, uint8_t *out, uint64_t p,
+                                                 uint64_t nbytes, uint32_t e, T sc)
+{
+    constexpr int L = 8 / sizeof(T);
+    const zn_dev_comm &c = a.comm;
+    Pack8<T> acc, x;
+    for (int j = 0; j < s.n; j++) {
+        if (j == s.me) {
+            x.u = load8(own, p, nbytes);
+            if (a.premul)
+                for (int l = 0; l < L; l++) x.t[l] = Ops<T>::mul(x.t[l], sc);
+        } else {
+            const uint4 *line =
+                (const uint4 *)(c.arena[s.me] + zn_dev_ll_buf(c.ll_off, j, s.ch, c.nch, e & 1)) + p;
+            uint4 v;
+            if (!ll_wait(c, line, e, &v)) return false;
+            x.u = (uint64_t)v.x | ((uint64_t)v.z << 32);
+        }
+        if (j == 0)
+            acc = x;
+        else
+            for (int l = 0; l < L; l++) acc.t[l] = Ops<T>::red(acc.t[l], x.t[l], a.op);
+    }
+    if (a.post_div)
+        for (int l = 0; l < L; l++) acc.t[l] = Ops<T>::div_int(acc.t[l], a.post_div);
+    store8(out, p, nbytes, acc.u);
+    return true;
+}
+
 /* Small allreduce, LL protocol: every rank writes its data as flagged packets straight into
  * every peer's LL buffer (no fence, no separate flag) and reduces the packets it receives as
  * they arrive. The flag is the channel's call counter, so the two buffers alternate between
@@ -274,17 +335,9 @@ __device__ __forceinline__ bool ll_wait(const zn_dev_comm &c, const uint4 *line,
 template <typename T> __device__ void allreduce_ll(Chan &s, const zn_dev_coll_args &a)
 {
     constexpr int L = 8 / sizeof(T);
-    union Pack {
-        uint64_t u;
-        T t[L];
-    };
     const zn_dev_comm &c = a.comm;
     int me = s.me, n = s.n;
-    __shared__ uint32_t s_epoch;
-    volatile uint64_t *ep = (volatile uint64_t *)(c.arena[me] + ZN_DEV_LLEPOCH_OFF) + s.ch;
-    if (threadIdx.x == 0) s_epoch = (uint32_t)(*ep + 1);
-    __syncthreads();
-    const uint32_t e = s_epoch;
+    const uint32_t e = ll_enter(s, c);
     const int buf = e & 1;
     Range r = channel_range(a.count, a.nch, s.ch);
     const uint8_t *in = (const uint8_t *)a.sendbuf + r.lo * sizeof(T);
@@ -292,7 +345,7 @@ template <typename T> __device__ void allreduce_ll(Chan &s, const zn_dev_coll_ar
     uint64_t nbytes = (r.hi - r.lo) * sizeof(T), np = (nbytes + 7) / 8;
     T sc = scalar_of<T>(a);
     for (uint64_t p = threadIdx.x; p < np; p += blockDim.x) {
-        Pack d;
+        Pack8<T> d;
         d.u = load8(in, p, nbytes);
         if (a.premul)
             for (int l = 0; l < L; l++) d.t[l] = Ops<T>::mul(d.t[l], sc);
@@ -305,35 +358,102 @@ template <typename T> __device__ void allreduce_ll(Chan &s, const zn_dev_coll_ar
         }
     }
     int failed = 0;
-    for (uint64_t p = threadIdx.x; p < np && !failed; p += blockDim.x) {
-        Pack acc, x;
-        for (int j = 0; j < n; j++) {
-            if (j == me) {
-                x.u = load8(in, p, nbytes);
-                if (a.premul)
-                    for (int l = 0; l < L; l++) x.t[l] = Ops<T>::mul(x.t[l], sc);
-            } else {
-                const uint4 *line =
-                    (const uint4 *)(c.arena[me] + zn_dev_ll_buf(c.ll_off, j, s.ch, c.nch, buf)) + p;
+    for (uint64_t p = threadIdx.x; p < np && !failed; p += blockDim.x)
+        failed = !ll_reduce_packet<T>(s, a, in, out, p, nbytes, e, sc);
+    ll_leave(s, c, e);
+}
+
+/* Where the block that `from` sends to `to` starts in from's send buffer, or NULL if from sends
+ * to nothing to `to` in this collective (blk: bytes per block). */
+__device__ __forceinline__ const uint8_t *ll_block(const zn_dev_coll_args &a, int from, int to,
+                                                   uint64_t blk)
+{
+    const uint8_t *in = (const uint8_t *)a.sendbuf;
+    switch (a.coll) {
+    case ZN_DEV_ALLGATHER: return in;
+    case ZN_DEV_BROADCAST: return from == a.root ? in : nullptr;
+    case ZN_DEV_REDUCE:
+    case ZN_DEV_GATHER: return to == a.root ? in : nullptr;
+    case ZN_DEV_SCATTER: return from == a.root ? in + to * blk : nullptr;
+    default: return in + to * blk; /* alltoall, reducescatter */
+    }
+}
+
+/* Where a block from rank `from` lands in this rank's output (copying collectives). */
+__device__ __forceinline__ uint8_t *ll_dest(const zn_dev_coll_args &a, int from, uint64_t blk)
+{
+    uint8_t *out = (uint8_t *)a.recvbuf;
+    return a.coll == ZN_DEV_BROADCAST || a.coll == ZN_DEV_SCATTER ? out : out + from * blk;
+}
+
+/* Small calls of the other collectives, LL protocol (ZN_DEV_ONESHOT_LL): each rank writes
+ * every block it owes a peer as flagged packets straight into that peer's LL buffer and takes
+ * what it is owed from its own, copying it out (allgather, alltoall, broadcast, gather,
+ * scatter) or reducing it with its own block in rank order (reducescatter, reduce). A rank
+ * that owes a peer nothing still sends it one flag-only packet: then, as in allreduce_ll,
+ * finishing call k on a channel means every rank has entered it, so nobody overwrites the
+ * buffer of call k-1 before its reader is done (the LL buffers alternate). */
+template <typename T> __device__ void coll_ll(Chan &s, const zn_dev_coll_args &a)
+{
+    constexpr int L = 8 / sizeof(T);
+    const zn_dev_comm &c = a.comm;
+    int me = s.me, n = s.n;
+    const uint32_t e = ll_enter(s, c);
+    const int buf = e & 1;
+    Range r = channel_range(a.count, a.nch, s.ch);
+    const uint64_t blk = a.count * sizeof(T), lo = r.lo * sizeof(T);
+    const uint64_t nbytes = (r.hi - r.lo) * sizeof(T), np = (nbytes + 7) / 8;
+    const uint64_t npk = np ? np : 1; /* packets per pair, the flag-only one included */
+    const bool reducing = a.coll == ZN_DEV_REDUCESCATTER || a.coll == ZN_DEV_REDUCE;
+    T sc = scalar_of<T>(a);
+    for (int k = 1; k < n; k++) {
+        int d = (me + k) % n;
+        const uint8_t *src = ll_block(a, me, d, blk);
+        uint4 *line = (uint4 *)(c.arena[d] + zn_dev_ll_buf(c.ll_off, me, s.ch, c.nch, buf));
+        for (uint64_t p = threadIdx.x; p < (src ? npk : 1); p += blockDim.x) {
+            Pack8<T> v;
+            v.u = src ? load8(src + lo, p, nbytes) : 0;
+            if (reducing && a.premul)
+                for (int l = 0; l < L; l++) v.t[l] = Ops<T>::mul(v.t[l], sc);
+            st_v4(line + p, make_uint4((uint32_t)v.u, e, (uint32_t)(v.u >> 32), e));
+        }
+    }
+    const uint8_t *own = ll_block(a, me, me, blk);
+    int failed = 0;
+    if (reducing) {
+        uint8_t *out = a.coll == ZN_DEV_REDUCE && me != a.root ? nullptr : (uint8_t *)a.recvbuf;
+        for (uint64_t p = threadIdx.x; out && p < np && !failed; p += blockDim.x)
+            failed = !ll_reduce_packet<T>(s, a, own + lo, out + lo, p, nbytes, e, sc);
+    } else {
+        /* This rank's own block, where the collective keeps one and it is not in place. */
+        uint8_t *mine = ll_dest(a, me, blk);
+        if (own && own != mine)
+            for (uint64_t p = threadIdx.x; p < np; p += blockDim.x)
+                store8(mine + lo, p, nbytes, load8(own + lo, p, nbytes));
+        for (int k = 1; k < n && !failed; k++) {
+            int j = (me + n - k) % n;
+            if (!ll_block(a, j, me, blk)) continue;
+            const uint4 *line =
+                (const uint4 *)(c.arena[me] + zn_dev_ll_buf(c.ll_off, j, s.ch, c.nch, buf));
+            uint8_t *dst = ll_dest(a, j, blk) + lo;
+            for (uint64_t p = threadIdx.x; p < np; p += blockDim.x) {
                 uint4 v;
-                if (!ll_wait(c, line, e, &v)) {
+                if (!ll_wait(c, line + p, e, &v)) {
                     failed = 1;
                     break;
                 }
-                x.u = (uint64_t)v.x | ((uint64_t)v.z << 32);
+                store8(dst, p, nbytes, (uint64_t)v.x | ((uint64_t)v.z << 32));
             }
-            if (j == 0)
-                acc = x;
-            else
-                for (int l = 0; l < L; l++) acc.t[l] = Ops<T>::red(acc.t[l], x.t[l], a.op);
         }
-        if (failed) break;
-        if (a.post_div)
-            for (int l = 0; l < L; l++) acc.t[l] = Ops<T>::div_int(acc.t[l], a.post_div);
-        store8(out, p, nbytes, acc.u);
     }
-    __syncthreads();
-    if (threadIdx.x == 0) *ep = e;
+    /* The flag-only packets (peers that owe this rank nothing, or an empty range). */
+    for (int j = threadIdx.x; j < n && !failed; j += blockDim.x) {
+        if (j == me || (np && ll_block(a, j, me, blk))) continue; /* waited for above */
+        uint4 v;
+        failed = !ll_wait(
+            c, (const uint4 *)(c.arena[me] + zn_dev_ll_buf(c.ll_off, j, s.ch, c.nch, buf)), e, &v);
+    }
+    ll_leave(s, c, e);
 }
 
 /* Per window: reduce-scatter (piece d to rank d, every piece in one pass), the reduction of
@@ -573,10 +693,6 @@ template <typename T> __device__ void allreduce_ring(Chan &s, const zn_dev_coll_
 template <typename T> __device__ void allreduce_ring_ll(Chan &s, const zn_dev_coll_args &a)
 {
     constexpr int L = 8 / sizeof(T);
-    union Pack {
-        uint64_t u;
-        T t[L];
-    };
     const zn_dev_comm &c = a.comm;
     int me = s.me, n = s.n;
     Ring g = ring_of(c);
@@ -602,7 +718,7 @@ template <typename T> __device__ void allreduce_ring_ll(Chan &s, const zn_dev_co
     T sc = scalar_of<T>(a);
     int failed = 0;
     for (uint64_t p = threadIdx.x; p < np && !failed; p += blockDim.x) {
-        Pack v[ZN_DEV_MAX_RANKS];
+        Pack8<T> v[ZN_DEV_MAX_RANKS];
         v[me].u = load8(in, p, nbytes);
         if (a.premul)
             for (int l = 0; l < L; l++) v[me].t[l] = Ops<T>::mul(v[me].t[l], sc);
@@ -618,7 +734,7 @@ template <typename T> __device__ void allreduce_ring_ll(Chan &s, const zn_dev_co
             v[c.ring[(g.pos + n - st) % n]].u = (uint64_t)x.x | ((uint64_t)x.z << 32);
         }
         if (failed) break;
-        Pack acc = v[0];
+        Pack8<T> acc = v[0];
         for (int j = 1; j < n; j++)
             for (int l = 0; l < L; l++) acc.t[l] = Ops<T>::red(acc.t[l], v[j].t[l], a.op);
         if (a.post_div)
@@ -819,6 +935,11 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS)
         case ZN_DEV_REDUCE: reduce_ring<T>(s, a); break;
         default: move_ring(s, a); break;
         }
+        chan_close(s);
+        return;
+    }
+    if (a.algo == ZN_DEV_ONESHOT_LL && a.coll != ZN_DEV_ALLREDUCE) {
+        coll_ll<T>(s, a);
         chan_close(s);
         return;
     }

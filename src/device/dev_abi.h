@@ -33,7 +33,7 @@
 #define ZN_DEV_NBUF        2   /* slots per FIFO */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 5
+#define ZN_DEV_ABI_VERSION 6
 
 #define ZN_DEV_CTRL_WORDS  (8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
@@ -53,7 +53,7 @@
 #define ZN_DEV_DATA_OFF   65536 /* control area, padded */
 /* Low-latency (LL) buffers: 16-byte packets of 8 data bytes, each 4 data bytes next to a 4-byte
  * flag, so that a reader needs no separate ready flag and no fence: per (src, ch), two
- * buffers (calls alternate) of ZN_DEV_LL_BYTES. Used for small allreduces. */
+ * buffers (calls alternate) of ZN_DEV_LL_BYTES. Used for small calls of every collective. */
 #define ZN_DEV_LL_BYTES 16384
 
 /* Usable from host C and from CUDA device code. */
@@ -113,7 +113,7 @@ enum zn_dev_coll {
 enum zn_dev_algo {
     ZN_DEV_ONESHOT = 0,
     ZN_DEV_TWOSHOT = 1,
-    ZN_DEV_ONESHOT_LL = 2,
+    ZN_DEV_ONESHOT_LL = 2, /* LL packets straight to every peer (any collective but on a ring) */
     ZN_DEV_ALGO_RING = 3,
     ZN_DEV_ZEROCOPY = 4, /* allreduce on registered buffers: peers' buffers read and written in
                             place (zc_send / zc_recv), no FIFO */
