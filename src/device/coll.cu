@@ -27,8 +27,8 @@
  *   allgather            pass every block around the ring, keeping each
  *   broadcast, reduce    a chain from the root / ending at the root
  *
- * Allreduce on registered buffers (ZN_DEV_ZEROCOPY) reads and writes the peers' user buffers
- * directly: no FIFO, no copies (allreduce_zc).
+ * Collectives on registered buffers (ZN_DEV_ZEROCOPY) read and write the peers' user buffers
+ * directly: no FIFO, no copies (allreduce_zc, coll_zc).
  *
  * Each output element is computed on exactly one rank (two-shot, reducescatter, reduce) or on
  * every rank from the same operands in rank order (one-shot), so all ranks get the same bits.
@@ -859,40 +859,66 @@ __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
  * reuses its buffers) while a peer still reads or writes them. Each piece is reduced once, in
  * rank order, so all ranks get the same bits; in place works because only the piece's owner
  * touches a piece, loading each element before storing it. */
-template <typename T> __device__ void allreduce_zc(Chan &s, const zn_dev_coll_args &a)
+/* Zero-copy calls (thread 0): tell every peer where it sees this rank's send and receive
+ * buffers, raise this rank's phase to 2k-1 and wait for everyone's, so that every rank has
+ * entered call k (its buffers are ready). sv/rv get every rank's buffers as this GPU sees them.
+ * Returns k; s.fail on abort or deadline. */
+__device__ uint64_t zc_enter(Chan &s, const zn_dev_coll_args &a, const uint8_t **sv, uint8_t **rv)
 {
     const zn_dev_comm &c = a.comm;
     int me = s.me, n = s.n, ch = s.ch;
+    uint64_t call = *ctrl(c.arena[me], ZN_DEV_ZCSEQ_OFF, me, ch) + 1;
+    for (int k = 1; k < n; k++) {
+        int q = (me + k) % n;
+        *ctrl(c.arena[q], ZN_DEV_ZCSEND_OFF, me, ch) = a.zc_send[q];
+        *ctrl(c.arena[q], ZN_DEV_ZCRECV_OFF, me, ch) = a.zc_recv[q];
+    }
+    __threadfence_system();
+    for (int k = 1; k < n; k++)
+        *ctrl(c.arena[(me + k) % n], ZN_DEV_ZCSEQ_OFF, me, ch) = 2 * call - 1;
+    s.fail = 0;
+    for (int k = 1; k < n && !s.fail; k++)
+        s.fail = !wait_geq(s, ctrl(c.arena[me], ZN_DEV_ZCSEQ_OFF, (me + k) % n, ch), 2 * call - 1);
+    __threadfence(); /* acquire: the views are read after the flags */
+    for (int q = 0; q < n; q++) {
+        sv[q] = q == me ? (const uint8_t *)a.sendbuf
+                        : (const uint8_t *)*ctrl(c.arena[me], ZN_DEV_ZCSEND_OFF, q, ch);
+        rv[q] = q == me ? (uint8_t *)a.recvbuf
+                        : (uint8_t *)*ctrl(c.arena[me], ZN_DEV_ZCRECV_OFF, q, ch);
+    }
+    return call;
+}
+
+/* The end of zero-copy call k (thread 0, after the block's stores): raise 2k and wait for
+ * everyone's, so that nobody reuses a buffer a peer still reads or writes. */
+__device__ void zc_leave(Chan &s, const zn_dev_comm &c, uint64_t call)
+{
+    int me = s.me, n = s.n, ch = s.ch;
+    __threadfence_system(); /* every store of the block, before the flags */
+    for (int k = 1; k < n; k++) *ctrl(c.arena[(me + k) % n], ZN_DEV_ZCSEQ_OFF, me, ch) = 2 * call;
+    for (int k = 1; k < n; k++)
+        if (!wait_geq(s, ctrl(c.arena[me], ZN_DEV_ZCSEQ_OFF, (me + k) % n, ch), 2 * call)) break;
+    *ctrl(c.arena[me], ZN_DEV_ZCSEQ_OFF, me, ch) = call;
+}
+
+template <typename T> __device__ void allreduce_zc(Chan &s, const zn_dev_coll_args &a)
+{
+    int me = s.me, n = s.n;
+    __shared__ const uint8_t *sv[ZN_DEV_MAX_RANKS];
+    __shared__ uint8_t *rv[ZN_DEV_MAX_RANKS];
     __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
     __shared__ T *dsts[ZN_DEV_MAX_RANKS];
-    volatile uint64_t *mine = ctrl(c.arena[me], ZN_DEV_ZCSEQ_OFF, me, ch);
-    uint64_t call = 0;
-    Range r = channel_range(a.count, a.nch, ch);
+    __shared__ uint64_t call;
+    Range r = channel_range(a.count, a.nch, s.ch);
     uint64_t ps, pl;
     piece(r.hi - r.lo, n, me, &ps, &pl);
     uint64_t off = r.lo + ps;
     if (threadIdx.x == 0) {
-        call = *mine + 1;
-        for (int k = 1; k < n; k++) {
-            int q = (me + k) % n;
-            *ctrl(c.arena[q], ZN_DEV_ZCSEND_OFF, me, ch) = a.zc_send[q];
-            *ctrl(c.arena[q], ZN_DEV_ZCRECV_OFF, me, ch) = a.zc_recv[q];
-        }
-        __threadfence_system();
-        for (int k = 1; k < n; k++)
-            *ctrl(c.arena[(me + k) % n], ZN_DEV_ZCSEQ_OFF, me, ch) = 2 * call - 1;
-        s.fail = 0;
-        for (int k = 1; k < n && !s.fail; k++)
-            s.fail =
-                !wait_geq(s, ctrl(c.arena[me], ZN_DEV_ZCSEQ_OFF, (me + k) % n, ch), 2 * call - 1);
-        __threadfence(); /* acquire: the views are read after the flags */
+        call = zc_enter(s, a, sv, rv);
         for (int q = 0; q < n; q++) {
-            const T *sq = q == me ? (const T *)a.sendbuf
-                                  : (const T *)*ctrl(c.arena[me], ZN_DEV_ZCSEND_OFF, q, ch);
-            T *dq = q == me ? (T *)a.recvbuf : (T *)*ctrl(c.arena[me], ZN_DEV_ZCRECV_OFF, q, ch);
-            srcs[q] = sq + off;
+            srcs[q] = (const T *)sv[q] + off;
             /* dsts[0..n-2]: the peers' receive buffers (the extra stores); dsts[n-1]: own. */
-            if (q != me) dsts[(q - me + n) % n - 1] = dq + off;
+            if (q != me) dsts[(q - me + n) % n - 1] = (T *)rv[q] + off;
         }
         dsts[n - 1] = (T *)a.recvbuf + off;
     }
@@ -901,15 +927,52 @@ template <typename T> __device__ void allreduce_zc(Chan &s, const zn_dev_coll_ar
     reduce_n<T>(dsts[n - 1], dsts, n - 1, srcs, n, pl, a.op, me, a.premul, scalar_of<T>(a),
                 a.post_div);
     __syncthreads();
+    if (threadIdx.x == 0) zc_leave(s, a.comm, call);
+}
+
+/* The other collectives on registered buffers: the copying ones store straight into the
+ * receive buffers of their destinations (allgather, alltoall, broadcast, scatter: one NVLink
+ * write per byte, no FIFO, no copy-out); reducescatter, reduce and gather read the peers'
+ * send buffers (the reductions in rank order, as everywhere). Not PreMulSum (host check). */
+template <typename T> __device__ void coll_zc(Chan &s, const zn_dev_coll_args &a)
+{
+    int me = s.me, n = s.n, root = a.root, coll = a.coll;
+    __shared__ const uint8_t *sv[ZN_DEV_MAX_RANKS];
+    __shared__ uint8_t *rv[ZN_DEV_MAX_RANKS];
+    __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
+    __shared__ uint64_t call;
+    Range r = channel_range(a.count, a.nch, s.ch);
+    const uint64_t len = r.hi - r.lo, blk = a.count * sizeof(T), lo = r.lo * sizeof(T);
     if (threadIdx.x == 0) {
-        __threadfence_system(); /* every store of the block, before the flags */
-        for (int k = 1; k < n; k++)
-            *ctrl(c.arena[(me + k) % n], ZN_DEV_ZCSEQ_OFF, me, ch) = 2 * call;
-        for (int k = 1; k < n; k++)
-            if (!wait_geq(s, ctrl(c.arena[me], ZN_DEV_ZCSEQ_OFF, (me + k) % n, ch), 2 * call))
-                break;
-        *mine = call;
+        call = zc_enter(s, a, sv, rv);
+        for (int q = 0; q < n; q++)
+            srcs[q] = (const T *)(sv[q] + (coll == ZN_DEV_REDUCESCATTER ? me * blk : 0) + lo);
     }
+    __syncthreads();
+    if (s.fail) return;
+    bool rooted = coll == ZN_DEV_BROADCAST || coll == ZN_DEV_SCATTER || coll == ZN_DEV_REDUCE ||
+                  coll == ZN_DEV_GATHER;
+    if (rooted && me != root) {
+        /* nothing to move: the root reads or writes this rank's buffers */
+    } else if (coll == ZN_DEV_REDUCESCATTER || coll == ZN_DEV_REDUCE) {
+        reduce_n<T>((T *)(rv[me] + lo), nullptr, 0, srcs, n, len, a.op, me, 0, scalar_of<T>(a),
+                    a.post_div);
+    } else if (coll == ZN_DEV_GATHER) {
+        for (int q = 0; q < n; q++)
+            if (sv[q] + lo != rv[me] + q * blk + lo)
+                copy_bytes(rv[me] + q * blk + lo, sv[q] + lo, len);
+    } else {
+        bool by_src = coll == ZN_DEV_ALLTOALL || coll == ZN_DEV_SCATTER;  /* block q to rank q */
+        bool at_me = coll == ZN_DEV_ALLGATHER || coll == ZN_DEV_ALLTOALL; /* lands at block me */
+        for (int k = 0; k < n; k++) {
+            int q = (me + k) % n;
+            const uint8_t *src = sv[me] + (by_src ? q * blk : 0) + lo;
+            uint8_t *dst = rv[q] + (at_me ? me * blk : 0) + lo;
+            if (src != dst) copy_bytes(dst, src, len);
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) zc_leave(s, a.comm, call);
 }
 
 template <typename T>
@@ -919,7 +982,10 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS)
     __shared__ Chan s;
     chan_open(s, &a.comm);
     if (a.algo == ZN_DEV_ZEROCOPY) {
-        allreduce_zc<T>(s, a);
+        if (a.coll == ZN_DEV_ALLREDUCE)
+            allreduce_zc<T>(s, a);
+        else
+            coll_zc<T>(s, a);
         chan_close(s);
         return;
     }

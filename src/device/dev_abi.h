@@ -115,7 +115,7 @@ enum zn_dev_algo {
     ZN_DEV_TWOSHOT = 1,
     ZN_DEV_ONESHOT_LL = 2, /* LL packets straight to every peer (any collective but on a ring) */
     ZN_DEV_ALGO_RING = 3,
-    ZN_DEV_ZEROCOPY = 4, /* allreduce on registered buffers: peers' buffers read and written in
+    ZN_DEV_ZEROCOPY = 4, /* registered buffers: peers' buffers read and written in
                             place (zc_send / zc_recv), no FIFO */
     ZN_DEV_RING_LL = 5   /* small allreduce on a ring: LL packets forwarded along it */
 };

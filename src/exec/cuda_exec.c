@@ -32,8 +32,10 @@ static const int dev_coll[ZN_NCOLLS] = {
     [ZN_COLL_SCATTER] = ZN_DEV_SCATTER,
 };
 
-/* Largest allreduce that goes zero-copy on registered buffers by default (see launch_coll). */
-#define ZC_MAX_BYTES ((size_t)16 << 20)
+/* Registered buffers go zero-copy by default for allreduces up to ZC_MAX_BYTES and for
+ * reducescatter blocks above ZC_RS_MIN_BYTES (see launch_coll). */
+#define ZC_MAX_BYTES    ((size_t)16 << 20)
+#define ZC_RS_MIN_BYTES ((size_t)2 << 20)
 
 static int reduces(enum zn_coll c)
 {
@@ -118,18 +120,31 @@ static int ring_ll_channels(const struct zn_cuda_ctx *cx, const struct zn_coll_a
     }
 }
 
-/* Allreduce with both buffers registered (NCCL's contract: then every rank's are): point the
- * kernel at where each peer sees them. */
+/* Registered buffers (NCCL's contract: then every rank's are): point the kernel at where each
+ * peer sees the ones it touches. Allreduce needs both; the collectives that store into their
+ * destinations (allgather, alltoall, broadcast, scatter) the receive buffers; those that read
+ * the peers' inputs (reducescatter, reduce, gather) the send buffers. Not in-place alltoall:
+ * a rank would overwrite a block its peer is still sending. */
 static int zero_copy(const struct zn_cuda_ctx *cx, const struct zn_coll_args *a, size_t bytes,
                      struct zn_dev_coll_args *k)
 {
-    if (cx->ring || a->coll != ZN_COLL_ALLREDUCE || cx->dev.nranks < 2) return 0;
-    const struct zn_cuda_reg *rs = reg_find(cx, a->sendbuf, bytes);
-    const struct zn_cuda_reg *rr = reg_find(cx, a->recvbuf, bytes);
-    if (!rs || !rr) return 0;
-    for (int q = 0; q < cx->dev.nranks; q++) {
-        k->zc_send[q] = (uint64_t)((uintptr_t)rs->peer[q] + ((uintptr_t)a->sendbuf - rs->base));
-        k->zc_recv[q] = (uint64_t)((uintptr_t)rr->peer[q] + ((uintptr_t)a->recvbuf - rr->base));
+    int n = cx->dev.nranks, coll = a->coll;
+    if (cx->ring || n < 2) return 0;
+    if (coll == ZN_COLL_ALLTOALL && a->sendbuf == a->recvbuf) return 0;
+    size_t nb = bytes * (size_t)n;
+    int push = coll == ZN_COLL_ALLGATHER || coll == ZN_COLL_ALLTOALL || coll == ZN_COLL_BROADCAST ||
+               coll == ZN_COLL_SCATTER;
+    int both = coll == ZN_COLL_ALLREDUCE;
+    size_t sb = coll == ZN_COLL_REDUCESCATTER ? nb : bytes;
+    size_t rb = coll == ZN_COLL_ALLGATHER || coll == ZN_COLL_ALLTOALL ? nb : bytes;
+    const struct zn_cuda_reg *rs = NULL, *rr = NULL;
+    if ((both || !push) && !(rs = reg_find(cx, a->sendbuf, sb))) return 0;
+    if ((both || push) && !(rr = reg_find(cx, a->recvbuf, rb))) return 0;
+    for (int q = 0; q < n; q++) {
+        if (rs)
+            k->zc_send[q] = (uint64_t)((uintptr_t)rs->peer[q] + ((uintptr_t)a->sendbuf - rs->base));
+        if (rr)
+            k->zc_recv[q] = (uint64_t)((uintptr_t)rr->peer[q] + ((uintptr_t)a->recvbuf - rr->base));
     }
     return 1;
 }
@@ -174,15 +189,23 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
     if (ll_max > 512 * 1024 && !(proto && !strcmp(proto, "LL"))) ll_max = 512 * 1024;
     int ll_ok = bytes <= ll_max && !(proto && !strcmp(proto, "SIMPLE"));
     int n = cx->dev.nranks;
-    /* Registered buffers: zero-copy above the LL sizes up to 16 MB (or always,
-     * ZINC_ALGO=zerocopy). Measured on 2 H200 (procs, all_reduce float): 2 MB 22.0 us against
-     * 23.8 through the FIFOs, 8 MB 41.7 against 43.0; at 32 MB and above the FIFO two-shot is
-     * faster (1 GB: 333 against 352 GB/s busbw), since zero-copy reads the peers' memory where
-     * the FIFOs only write it; below 512 KB LL is faster (its two handshakes cost ~6 us). Not
-     * PreMulSum: each rank scales its own input by its own scalar, which zero-copy, reading
-     * the peers' inputs as they are, cannot do. */
-    int zc = !k.premul && zero_copy(cx, a, bytes, &k) &&
-             ((!ll_ok && bytes <= ZC_MAX_BYTES) || (f && !strcmp(f, "zerocopy")));
+    /* Registered buffers: zero-copy allreduce above the LL sizes up to 16 MB, zero-copy
+     * reducescatter for blocks above 2 MB, the other collectives only when forced
+     * (ZINC_ALGO=zerocopy, which also forces it for every size). Measured on 2 H200 (procs,
+     * float): allreduce 2 MB 22.0 us against 23.8 through the FIFOs, 8 MB 41.7 against 43.0;
+     * at 32 MB and above the FIFO two-shot is faster (1 GB: 333 against 352 GB/s busbw), since
+     * zero-copy reads the peers' memory where the FIFOs only write it; below 512 KB LL is faster
+     * (its two handshakes cost ~6 us). Reducescatter reads the peers' inputs too but saves more:
+     * blocks of 8 MB 39.5 us against 44.7, 128 MB 424.6 against 559.6 (NCCL -R 1: 561.8); 2 MB
+     * 19.5 against 18.2. Allgather (stores into the peers' outputs) was no better than the FIFOs
+     * beyond noise (16 MB 36.6 against 36.4 us, 256 MB 437.8 against 426.6). Not PreMulSum: each
+     * rank scales its own input by its own scalar, which zero-copy, reading the peers' inputs
+     * as they are, cannot do. */
+    int zc_default = a->coll == ZN_COLL_ALLREDUCE       ? !ll_ok && bytes <= ZC_MAX_BYTES
+                     : a->coll == ZN_COLL_REDUCESCATTER ? bytes > ZC_RS_MIN_BYTES
+                                                        : 0;
+    int zc =
+        !k.premul && (zc_default || (f && !strcmp(f, "zerocopy"))) && zero_copy(cx, a, bytes, &k);
     if (zc)
         k.algo = ZN_DEV_ZEROCOPY;
     else if (n > 1 && (cx->ring || (f && !strcmp(f, "ring")))) {
@@ -204,7 +227,7 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
         k.algo = bytes <= 256 * 1024 ? ZN_DEV_ONESHOT : ZN_DEV_TWOSHOT; /* LL off, or too big */
     /* The other collectives: LL packets for small blocks (measured on 2 H200, procs, 32 B to
      * 512 KB: 0.70-0.99x NCCL's time where the FIFOs took up to 1.4x), else the FIFOs. */
-    if (a->coll != ZN_COLL_ALLREDUCE && k.algo != ZN_DEV_ALGO_RING)
+    if (a->coll != ZN_COLL_ALLREDUCE && k.algo != ZN_DEV_ALGO_RING && k.algo != ZN_DEV_ZEROCOPY)
         k.algo = k.algo == ZN_DEV_ONESHOT_LL ? ZN_DEV_ONESHOT_LL : ZN_DEV_ONESHOT;
     if (k.algo == ZN_DEV_RING_LL)
         ; /* sized by ring_ll_channels */
