@@ -259,8 +259,12 @@ int sc_mismatch(struct rank_env *e)
  * exit: a peer exits mid-transfer
  * ------------------------------------------------------------------------------------------- */
 
-/* Pairs (0, 1) and (2, 3): rank 1 exits while receiving from rank 0 (which also waits for a
- * message from it), rank 3 exits while sending to rank 2. */
+/* Pairs (0, 1) and (2, 3): rank 1 exits while receiving from rank 0, rank 3 exits while sending
+ * to rank 2. The exiting rank exits once 4 MB of its transfer moved, or when it completed: a fast
+ * transport can move all 64 MB in one progress call. So that the survivor always has something
+ * to fail, it also posts a receive that the exiting rank never sends (message 2): whichever way
+ * the race goes, the survivor is blocked on the exiting rank when it exits, and only the peer's
+ * death can end that wait. */
 static int sc_exit_body(struct sc *s, struct xfer *x)
 {
     struct rank_env *e = s->e;
@@ -270,10 +274,10 @@ static int sc_exit_body(struct sc *s, struct xfer *x)
     int survivor_sends = me / 2 == 0; /* in pair (0, 1) the survivor sends */
     int n = 0;
     if (sc_connect(s, peer, ZN_CH_COLL)) return -1;
-    if (survivor && survivor_sends && xfer_make(&x[n++], 1, me, peer, ZN_CH_COLL, 1, 64 * MB))
-        return -1;
-    if (xfer_make(&x[n++], survivor ? 0 : !survivor_sends, me, peer, ZN_CH_COLL, 1, 64 * MB))
-        return -1;
+    /* Message 1: 64 MB from the survivor in pair (0, 1), to it in pair (2, 3). */
+    int sends = survivor ? survivor_sends : !survivor_sends;
+    if (xfer_make(&x[n++], sends, me, peer, ZN_CH_COLL, 1, 64 * MB)) return -1;
+    if (survivor && xfer_make(&x[n++], 0, me, peer, ZN_CH_COLL, 2, 1 * MB)) return -1;
     for (int i = 0; i < n; i++)
         if (xfer_post(s, &x[i])) return -1;
     double t0 = now_s();
@@ -282,7 +286,7 @@ static int sc_exit_body(struct sc *s, struct xfer *x)
         int progressed = 0;
         r = sc_progress(s, &progressed, NULL, NULL);
         if (r != ncclSuccess) break;
-        if (!survivor && x[0].req.done >= 4 * MB) {
+        if (!survivor && (x[0].req.done >= 4 * MB || x[0].req.state == ZN_REQ_DONE)) {
             fprintf(stderr, "[rank %d] exit: exiting with %zu of %zu bytes moved, by arrangement\n",
                     me, x[0].req.done, x[0].len);
             _exit(0);
