@@ -16,6 +16,12 @@
  *   init_missing  rank K never calls init: the others' init fails within ZINC_TIMEOUT
  *   init_killed   rank K is SIGKILLed while the others wait in init (one of them joins late)
  *   mismatch      rank 0 calls ncclAllReduce with 100 elements, the others with 200
+ *   reparent      rank 2 runs under a wrapper process (as under timeout(1)); mid-loop, while the
+ *                 others wait for it in ncclAllReduce, the wrapper is SIGKILLed and rank 2 is
+ *                 re-parented: nobody may report a death, and all ranks complete 20 calls with
+ *                 the right data. Then rank K (the re-parented rank 2 with 4 ranks, rank 1 with
+ *                 3) SIGKILLs itself before call 20: every survivor fails naming it, well
+ *                 before ZINC_TIMEOUT
  *
  * Public API only. Prints one line per rank and event, then PASS or FAIL.
  */
@@ -34,16 +40,27 @@
 
 #define MS 1000000ll
 
-enum scenario { KILL, EXIT, ABORT, ABORT_LOOP, INIT_MISSING, INIT_KILLED, MISMATCH, NSCENARIOS };
+enum scenario {
+    KILL,
+    EXIT,
+    ABORT,
+    ABORT_LOOP,
+    INIT_MISSING,
+    INIT_KILLED,
+    MISMATCH,
+    REPARENT,
+    NSCENARIOS
+};
 static const char *scenario_names[NSCENARIOS] = { "kill",       "exit",         "abort",
                                                   "abort_loop", "init_missing", "init_killed",
-                                                  "mismatch" };
+                                                  "mismatch",   "reparent" };
 
 struct params {
     enum scenario sc;
     int socket;
-    int victim; /* rank K */
-    int late;   /* init_killed: the rank that joins 3 s late */
+    int victim;  /* rank K */
+    int late;    /* init_killed: the rank that joins 3 s late */
+    int wrapped; /* reparent: the rank under a wrapper */
 };
 
 static int failures;
@@ -125,6 +142,53 @@ static void child_kill(int rank, int nranks, void *arg)
         atomic_fetch_add(&iterations, 1);
     }
     if (fh_now_ns() >= end) fh_report(rank, "ok", 0, fh_now_ns(), 0, "no error within 60 s");
+    abort_comm(rank, comm);
+    free(s);
+    free(d);
+}
+
+/* reparent: the calls made before the victim dies, and the one in which the wrapped rank is
+ * re-parented (the others wait for it in that call meanwhile). */
+#define REPARENT_CALLS 20
+#define REPARENT_AT    3
+
+static void child_reparent(int rank, int nranks, void *arg)
+{
+    const struct params *p = arg;
+    ncclComm_t comm = child_init(rank, nranks);
+    float *s = malloc(NFLOATS * sizeof(float)), *d = malloc(NFLOATS * sizeof(float));
+    for (int i = 0; i < NFLOATS; i++) s[i] = (float)(rank + 1);
+    float want = (float)nranks * (nranks + 1) / 2;
+    for (int i = 0;; i++) {
+        if (i == REPARENT_AT && rank == p->wrapped) {
+            fh_wait_reparent(rank);
+            /* The others wait for this rank meanwhile and look at its process once a
+             * millisecond: let them look at the re-parented one for a while. */
+            fh_sleep_ms(200);
+        }
+        if (i == REPARENT_CALLS) {
+            char n[32];
+            snprintf(n, sizeof(n), "%d calls", i);
+            fh_report(rank, "ran", 0, fh_now_ns(), 0, n);
+            if (rank == p->victim) {
+                /* The others are in (or about to enter) call 20: only this death ends it. */
+                fh_report(rank, "kill", 0, fh_now_ns(), 0, "SIGKILL");
+                raise(SIGKILL);
+            }
+        }
+        ncclResult_t r = ncclAllReduce(s, d, NFLOATS, ncclFloat, ncclSum, comm, NULL);
+        if (r != ncclSuccess) {
+            fh_report(rank, "fail", r, fh_now_ns(), 0, ncclGetLastError(comm));
+            break;
+        }
+        if (d[0] != want || d[NFLOATS / 2] != want || d[NFLOATS - 1] != want)
+            fh_report(rank, "wrong", 0, fh_now_ns(), 0,
+                      "a successful ncclAllReduce gave wrong data");
+        if (i > REPARENT_CALLS) {
+            fh_report(rank, "ok", 0, fh_now_ns(), 0, "a call without the victim succeeded");
+            break;
+        }
+    }
     abort_comm(rank, comm);
     free(s);
     free(d);
@@ -340,6 +404,30 @@ static void check_abort_time(const struct fh_job *job, int r, double max_ms)
               a->dur_ns / 1e6, max_ms);
 }
 
+static void check_reparent(const struct params *p, const struct fh_job *job)
+{
+    int n = job->nranks, K = p->victim, W = p->wrapped;
+    FH_EXPECT(job->reparent_ns != 0, "the wrapper of rank %d was never killed", W);
+    FH_EXPECT(fh_find(job, W, "reparented") != NULL, "rank %d was not re-parented", W);
+    const struct fh_record *k = fh_find(job, K, "kill");
+    FH_EXPECT(k != NULL, "rank %d never reached its kill point", K);
+    if (!k) return;
+    FH_EXPECT(WIFSIGNALED(job->ranks[K].status) && WTERMSIG(job->ranks[K].status) == SIGKILL,
+              "the victim's status is 0x%x, not SIGKILL", job->ranks[K].status);
+    for (int r = 0; r < n; r++) {
+        FH_EXPECT(fh_find(job, r, "ran") != NULL,
+                  "rank %d did not complete its %d calls (a false death, or a hang)", r,
+                  REPARENT_CALLS);
+        if (r == K) continue;
+        expect_clean_exit(job, r);
+        /* A death seen through the peer watch or a closed socket takes milliseconds: half of
+         * ZINC_TIMEOUT tells it from a timeout even on a loaded machine. */
+        expect_failure(job, r, "fail", ncclRemoteError, k->t_ns, job->zinc_timeout_s * 500.0,
+                       "the kill", K, 1);
+        check_abort_time(job, r, 2000);
+    }
+}
+
 static void check(const struct params *p, const struct fh_job *job)
 {
     int n = job->nranks, K = p->victim, zt_ms = job->zinc_timeout_s * 1000;
@@ -444,6 +532,7 @@ static void check(const struct params *p, const struct fh_job *job)
                           f->dur_ns / 1e6);
         }
         break;
+    case REPARENT: check_reparent(p, job); break;
     default: break;
     }
 }
@@ -476,6 +565,11 @@ static int run_one(struct params *p, int nranks)
         job.kill_rank = 1;
         job.kill_after_ms = 1500;
         break;
+    case REPARENT:
+        job.child = child_reparent;
+        job.wrap = 1;
+        job.wrap_rank = p->wrapped = 2;
+        break;
     case MISMATCH:
         job.child = child_mismatch;
         job.zinc_timeout_s = 10;
@@ -485,7 +579,8 @@ static int run_one(struct params *p, int nranks)
     }
     int before = failures;
     char victim[32] = "";
-    if (p->sc == KILL || p->sc == EXIT || p->sc == INIT_MISSING || p->sc == INIT_KILLED)
+    if (p->sc == KILL || p->sc == EXIT || p->sc == INIT_MISSING || p->sc == INIT_KILLED ||
+        p->sc == REPARENT)
         snprintf(victim, sizeof(victim), ", victim rank %d", p->victim);
     printf("%s, %s, %d ranks%s, ZINC_TIMEOUT=%d:\n", scenario_names[p->sc], job.transport, nranks,
            victim, job.zinc_timeout_s);
@@ -505,9 +600,10 @@ static int run_one(struct params *p, int nranks)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: fail_check kill|exit|abort|abort_loop|init_missing|init_killed|mismatch "
-            "shm|socket [-n 3,4]\n");
+    fprintf(
+        stderr,
+        "usage: fail_check kill|exit|abort|abort_loop|init_missing|init_killed|mismatch|reparent "
+        "shm|socket [-n 3,4]\n");
     exit(2);
 }
 

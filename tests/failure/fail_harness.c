@@ -49,6 +49,18 @@ void fh_report(int rank, const char *tag, int code, int64_t t_ns, int64_t dur_ns
     (void)w;
 }
 
+void fh_wait_reparent(int rank)
+{
+    pid_t before = getppid();
+    char text[64];
+    snprintf(text, sizeof(text), "%d", (int)before);
+    fh_report(rank, "reparent", 0, fh_now_ns(), 0, text);
+    int64_t end = fh_now_ns() + 20000000000ll;
+    while (getppid() == before && fh_now_ns() < end) fh_sleep_ms(1);
+    snprintf(text, sizeof(text), "parent %d, was %d", (int)getppid(), (int)before);
+    fh_report(rank, getppid() == before ? "stuck" : "reparented", 0, fh_now_ns(), 0, text);
+}
+
 _Noreturn void fh_done(int rank)
 {
     fh_report(rank, "done", 0, fh_now_ns(), 0, NULL);
@@ -80,6 +92,22 @@ static void set_int(const char *name, int v)
     setenv(name, s, 1);
 }
 
+/* In wrap_rank's child: fork the rank and wait for it, like timeout(1). Returns in the rank (a
+ * forked child does not inherit the parent-death signal: killing the wrapper leaves it alive);
+ * the wrapper itself exits with the rank's status. */
+static void wrapper_main(int rank)
+{
+    pid_t pid = fork();
+    if (pid == 0) return;
+    char text[32];
+    snprintf(text, sizeof(text), "%d", (int)pid);
+    fh_report(rank, "wrapped", 0, fh_now_ns(), 0, pid > 0 ? text : "fork failed");
+    int status = 0;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    _exit(pid < 0 ? 1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
 static _Noreturn void child_main(struct fh_job *job, int rank, const char *comm_id)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -94,6 +122,7 @@ static _Noreturn void child_main(struct fh_job *job, int rank, const char *comm_
         setenv("ZINC_TRANSPORT", "socket", 1);
     else
         unsetenv("ZINC_TRANSPORT");
+    if (job->wrap && rank == job->wrap_rank) wrapper_main(rank);
     job->child(rank, job->nranks, job->arg);
     fh_done(rank);
 }
@@ -110,6 +139,7 @@ static void parse_line(struct fh_job *job, char *line)
     }
     struct fh_rank *r = &job->ranks[rank];
     if (!strcmp(tag, "done")) r->done = 1;
+    if (!strcmp(tag, "wrapped")) r->inner = (pid_t)atoi(line + off);
     if (r->nrec == FH_MAX_RECORDS) return;
     struct fh_record *rec = &r->rec[r->nrec++];
     snprintf(rec->tag, sizeof(rec->tag), "%s", tag);
@@ -137,11 +167,29 @@ static void read_reports(struct fh_job *job, int fd, char *buf, size_t *len, siz
     }
 }
 
+/* Once wrap_rank asked for it: SIGKILL its wrapper and wait for the rank itself from now on. */
+static void reparent(struct fh_job *job)
+{
+    struct fh_rank *k = &job->ranks[job->wrap_rank];
+    if (k->exited || k->inner <= 0 || !fh_find(job, job->wrap_rank, "reparent")) return;
+    kill(k->pid, SIGKILL);
+    while (waitpid(k->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    k->pid = k->inner;
+    job->reparent_ns = fh_now_ns();
+}
+
 int fh_run(struct fh_job *job)
 {
     job->ranks = calloc((size_t)job->nranks, sizeof(*job->ranks));
     job->timed_out = 0;
     job->kill_ns = 0;
+    job->reparent_ns = 0;
+    /* The wrapped rank, orphaned, becomes our child: we can reap it and read its status. */
+    if (job->wrap && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+        perror("fail_harness: PR_SET_CHILD_SUBREAPER");
+        return -1;
+    }
     int port = free_port();
     if (!job->ranks || port < 0) return -1;
     char comm_id[64];
@@ -182,6 +230,7 @@ int fh_run(struct fh_job *job)
         poll(&p, 1, 20);
         read_reports(job, rep[0], buf, &len, cap);
         int64_t now = fh_now_ns();
+        if (job->wrap && !job->reparent_ns) reparent(job);
         if (job->kill_after_ms > 0 && !job->kill_ns &&
             now - job->start_ns >= (int64_t)job->kill_after_ms * 1000000) {
             kill(job->ranks[job->kill_rank].pid, SIGKILL);
@@ -208,7 +257,10 @@ int fh_run(struct fh_job *job)
                     job->wall_s);
             job->timed_out = 1;
             for (int r = 0; r < job->nranks; r++)
-                if (!job->ranks[r].exited) kill(job->ranks[r].pid, SIGKILL);
+                if (!job->ranks[r].exited) {
+                    kill(job->ranks[r].pid, SIGKILL);
+                    if (job->ranks[r].inner > 0) kill(job->ranks[r].inner, SIGKILL);
+                }
             deadline = now + 10 * 1000000000ll; /* let waitpid reap them */
         }
     }

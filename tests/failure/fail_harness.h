@@ -29,8 +29,9 @@ struct fh_record {
 };
 
 struct fh_rank {
-    pid_t pid;
-    int status; /* from waitpid, valid when exited */
+    pid_t pid;   /* the process the harness waits for: the rank, or its wrapper (wrap_rank) */
+    pid_t inner; /* wrap_rank: the rank itself, under its wrapper */
+    int status;  /* from waitpid, valid when exited */
     int exited;
     int done; /* reported fh_done */
     int nrec;
@@ -48,9 +49,16 @@ struct fh_job {
     /* Optional: the parent SIGKILLs rank kill_rank kill_after_ms after forking it. */
     int kill_rank;
     int kill_after_ms;
+    /* Optional (wrap set): rank wrap_rank runs under a wrapper process that only waits for it,
+     * as under timeout(1) or a job script. When that rank calls fh_wait_reparent, the parent
+     * SIGKILLs the wrapper, and the rank, re-parented to the parent (a child subreaper), goes on.
+     */
+    int wrap;
+    int wrap_rank;
     /* Filled by fh_run. */
     int64_t start_ns;
-    int64_t kill_ns; /* when the parent sent the SIGKILL (0: never) */
+    int64_t kill_ns;     /* when the parent sent the SIGKILL (0: never) */
+    int64_t reparent_ns; /* when the parent killed wrap_rank's wrapper (0: never) */
     int timed_out;
     struct fh_rank *ranks;
 };
@@ -62,6 +70,9 @@ void fh_free(struct fh_job *job);
 
 /* In a child: report one event. text may be NULL; newlines in it are replaced. */
 void fh_report(int rank, const char *tag, int code, int64_t t_ns, int64_t dur_ns, const char *text);
+/* In the child of wrap_rank: report "reparent", then wait until the parent killed the wrapper
+ * and this process has a new parent (at most 20 s); report "reparented" or "stuck". */
+void fh_wait_reparent(int rank);
 /* In a child: report "done", wait for the parent's release, and exit(0). */
 _Noreturn void fh_done(int rank);
 
