@@ -181,13 +181,23 @@ static struct small_tables *small_tables(const struct zp_type *t)
     if (s || t->kind != ZP_FLOAT || t->size > 2) return s;
     if (!(s = malloc(sizeof(*s)))) return NULL; /* the slow path still works */
     for (uint32_t b = 0; b < (1u << (8 * t->size)); b++) {
+        /* decode_slow reads t->size bytes, but gcc -O3 checks its 8-byte branches against
+         * the buffer without knowing t (array-bounds, a false positive): give it 8. */
+        uint8_t code[8] = { 0 };
         uint16_t b16 = (uint16_t)b;
-        uint8_t b8 = (uint8_t)b;
-        s->dec[b] = decode_slow(t, t->size == 1 ? (const void *)&b8 : (const void *)&b16);
+        if (t->size == 1)
+            code[0] = (uint8_t)b;
+        else
+            memcpy(code, &b16, sizeof(b16));
+        s->dec[b] = decode_slow(t, code);
     }
     for (int v = -SMALL; v <= SMALL; v++) {
-        uint16_t e = 0;
-        encode_slow(t, v, &e); /* little-endian: a 1-byte element lands in the low byte */
+        /* encode_slow may store up to 8 bytes (its switch has a branch per type), so it gets
+         * a buffer of the widest element; a 1- or 2-byte code lands at the start. */
+        uint8_t code[8] = { 0 };
+        uint16_t e;
+        encode_slow(t, v, code);
+        memcpy(&e, code, sizeof(e)); /* little-endian: a 1-byte element lands in the low byte */
         s->enc[v + SMALL] = e;
     }
     return tabs[t->nccl] = s;

@@ -151,7 +151,10 @@ static inline int tt_set(ncclDataType_t t, void *buf, size_t i, double x)
         }
     uint32_t ncodes = tt_size[t] == 2 ? 65536u : 256u;
     for (uint32_t c = 0; c < ncodes; c++) {
-        uint8_t tmp[2] = { (uint8_t)c, (uint8_t)(c >> 8) };
+        /* Sized for the widest type, not for t: tt_get reads only tt_size[t] bytes, but once
+         * it is inlined here gcc -O3 checks its 8-byte branches against this buffer without
+         * knowing that t is a narrow float (array-bounds, a false positive). */
+        uint8_t tmp[8] = { (uint8_t)c, (uint8_t)(c >> 8) };
         if (tt_get(t, tmp, 0) == x && !(x == 0 && c != 0)) {
             if (cache_n[t] < 64) {
                 cache_x[t][cache_n[t]] = x;

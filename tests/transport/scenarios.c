@@ -404,7 +404,9 @@ int sc_perf(struct rank_env *e)
             memset(rbuf, 0, 64 * MB);
         }
         const size_t total = 512 * (size_t)MB; /* per size and direction */
-        double secs;
+        /* Read only after a perf_run that returned 0 and set it; gcc -O3 cannot see that
+         * through the rc checks (maybe-uninitialized), so it starts defined. */
+        double secs = 0;
         if (!rc) rc = perf_run(&s, peer, 1 * MB, 8, 1, sbuf, rbuf, &secs); /* warm up */
         for (int bidir = 0; bidir < 2 && !rc; bidir++) {
             for (int k = 0; k < PERF_NSIZES && !rc; k++) {
