@@ -1,13 +1,13 @@
 /*
  * The CUDA executor: launches the kernels of a group on the users' streams. Nothing waits on
  * the host; calls return once their kernels are enqueued, and they can be captured in graphs
- * (see device/dev_abi.h for why replays stay consistent).
+ * (see abi/dev_abi.h for why replays stay consistent).
  */
 #ifndef ZN_EXEC_CUDA_EXEC_H
 #define ZN_EXEC_CUDA_EXEC_H
 
 #include "algo/algo.h"
-#include "device/dev_abi.h"
+#include "abi/dev_abi.h"
 #include "exec/exec.h"
 
 struct zn_stage;

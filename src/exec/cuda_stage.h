@@ -3,12 +3,12 @@
  * ZINC_P2P_DISABLE=1): each operation is copied to pinned host memory in stream order, run by
  * the communicator's proxy thread with the host algorithms and transports (shm within a host,
  * sockets between hosts), and copied back, with two one-thread kernels as doorbell and gate
- * (device/dev_abi.h). Everything stays stream-ordered and can be captured in a graph.
+ * (abi/dev_abi.h). Everything stays stream-ordered and can be captured in a graph.
  */
 #ifndef ZN_EXEC_CUDA_STAGE_H
 #define ZN_EXEC_CUDA_STAGE_H
 
-#include "device/dev_abi.h"
+#include "abi/dev_abi.h"
 #include "exec/exec.h"
 
 #include <pthread.h>
