@@ -34,7 +34,8 @@ ZN_API(const char *, ncclGetLastError, ncclComm_t comm)
 ZN_EXPORT void ncclResetDebugInitInternal(void);
 void ncclResetDebugInitInternal(void)
 {
-    zn_log_reinit();
+    /* Re-reading the parameters re-applies the logging ones. */
+    zn_params_reload();
 }
 
 ZN_EXPORT void pncclResetDebugInit(void) __attribute__((alias("ncclResetDebugInitInternal")));

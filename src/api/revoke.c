@@ -15,6 +15,7 @@
 #include "group.h"
 #include "mgmt.h"
 #include "util/clock.h"
+#include "util/thread.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,12 +49,7 @@ ncclResult_t zn_comm_run_async(struct ncclComm *c, ncclResult_t (*fn)(struct ncc
     *j = (struct job){ .comm = c, .fn = fn };
     atomic_store(&c->async_err, ncclInProgress);
     atomic_fetch_add(&c->busy, 1);
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int err = pthread_create(&t, &attr, job_main, j);
-    pthread_attr_destroy(&attr);
+    int err = zn_thread_start_detached(job_main, j);
     if (err) {
         free(j);
         atomic_fetch_sub(&c->busy, 1);

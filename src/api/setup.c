@@ -7,6 +7,7 @@
 #include "exec/cuda_stage.h"
 #include "util/cuda.h"
 #include "util/param.h"
+#include "util/thread.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,12 +423,7 @@ ncclResult_t zn_comm_setup_async(struct ncclComm *comm, struct zn_join *j)
     j->addrs = NULL;
     j->ids = NULL;
     atomic_store(&comm->init_running, 1);
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int err = pthread_create(&t, &attr, setup_main, job);
-    pthread_attr_destroy(&attr);
+    int err = zn_thread_start_detached(setup_main, job);
     if (err) {
         atomic_store(&comm->init_running, 0);
         free(job->join.addrs);

@@ -11,10 +11,10 @@
 #include "wire.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/thread.h"
 
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,12 +296,7 @@ ncclResult_t zn_boot_root_start(const union zn_sockaddr *addr, uint64_t magic,
     r->magic = magic;
     r->deadline = zn_now_ns() + zn_timeout_ns();
     zn_sockaddr_str(bound, r->where, sizeof(r->where));
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int err = pthread_create(&t, &attr, root_main, r);
-    pthread_attr_destroy(&attr);
+    int err = zn_thread_start_detached(root_main, r);
     if (err) {
         close(r->lfd);
         free(r);

@@ -33,7 +33,7 @@
  * Each output element is computed on exactly one rank (two-shot, reducescatter, reduce) or on
  * every rank from the same operands in rank order (one-shot), so all ranks get the same bits.
  */
-#include "dev_abi.h"
+#include "abi/dev_abi.h"
 #include "elem.cuh"
 #include "fifo.cuh"
 #include "coll_common.cuh"

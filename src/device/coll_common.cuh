@@ -6,7 +6,7 @@
 #ifndef ZN_DEVICE_COLL_COMMON_CUH
 #define ZN_DEVICE_COLL_COMMON_CUH
 
-#include "dev_abi.h"
+#include "abi/dev_abi.h"
 #include "elem.cuh"
 #include "fifo.cuh"
 

@@ -11,7 +11,7 @@
 #ifndef ZN_DEVICE_FIFO_CUH
 #define ZN_DEVICE_FIFO_CUH
 
-#include "dev_abi.h"
+#include "abi/dev_abi.h"
 #include "elem.cuh"
 
 namespace zn

@@ -8,7 +8,7 @@
  * drained the slot, a receive window when the peer has filled one. Operations with the same
  * peer and direction go in call order (they share the FIFO), which is how NCCL matches them.
  */
-#include "dev_abi.h"
+#include "abi/dev_abi.h"
 #include "fifo.cuh"
 
 #include <cuda_runtime.h>

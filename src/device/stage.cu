@@ -1,5 +1,5 @@
 /* The two one-thread kernels of the staged path (see dev_abi.h). */
-#include "dev_abi.h"
+#include "abi/dev_abi.h"
 #include "fifo.cuh"
 
 #include <cuda_runtime.h>

@@ -49,35 +49,6 @@ static int ring_capable(enum zn_coll c)
            c == ZN_COLL_BROADCAST || c == ZN_COLL_REDUCE;
 }
 
-/* Order launches of one communicator across streams: a launch on a new stream waits for the
- * previous launch (all ranks must run the communicator's kernels in the same order). */
-ncclResult_t zn_cuda_order(struct zn_cuda_ctx *cx, void *stream)
-{
-    /* Recorded only when the stream changes, so the usual one-stream case costs nothing: an
-     * event recorded now on the previous stream covers everything queued there so far. */
-    if (!cx->last_stream || cx->last_stream == stream) return ncclSuccess;
-    if (!cx->last_event) {
-        cudaEvent_t ev;
-        if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
-            return zn_error(ncclUnhandledCudaError, ZN_COLL, "cudaEventCreate failed");
-        cx->last_event = ev;
-    }
-    cudaError_t e = cudaEventRecord((cudaEvent_t)cx->last_event, (cudaStream_t)cx->last_stream);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)cx->last_event, 0);
-    if (e != cudaSuccess)
-        return zn_error(ncclUnhandledCudaError, ZN_COLL,
-                        "ordering this communicator's launches across streams failed: %s",
-                        cudaGetErrorString(e));
-    return ncclSuccess;
-}
-
-ncclResult_t zn_cuda_note(struct zn_cuda_ctx *cx, void *stream)
-{
-    cx->last_stream = stream;
-    return ncclSuccess;
-}
-
 ncclResult_t zn_cuda_reg_add(struct zn_cuda_ctx *cx, const struct zn_cuda_reg *r)
 {
     struct zn_cuda_reg *n = realloc(cx->regs, (size_t)(cx->nregs + 1) * sizeof(*n));
@@ -247,12 +218,12 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
            : k.algo == ZN_DEV_ONESHOT_LL  ? "one-shot LL"
                                           : "one-shot",
            k.nch);
-    ZN_CHECK(zn_cuda_order(cx, o->stream));
+    ZN_CHECK(zn_cuda_order(&cx->order, o->stream));
     int e = zn_dev_launch_coll(&k, o->stream);
     if (e)
         return zn_error(ncclUnhandledCudaError, ZN_COLL, "launching the %s kernel failed: %s",
                         zn_coll_name(a->coll), zn_dev_error_string(e));
-    return zn_cuda_note(cx, o->stream);
+    return zn_cuda_note(&cx->order, o->stream);
 }
 
 /* Sends and receives of the group, fused into one kernel on the first operation's stream;
@@ -311,12 +282,12 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, i
      * fixed count so that any group matches. */
     k.nch = cx->max_ch < 8 ? cx->max_ch : 8;
     (void)maxb;
-    ZN_CHECK(zn_cuda_order(cx, stream));
+    ZN_CHECK(zn_cuda_order(&cx->order, stream));
     int e = zn_dev_launch_p2p(&k, stream);
     if (e)
         return zn_error(ncclUnhandledCudaError, ZN_COLL,
                         "launching the send/recv kernel failed: %s", zn_dev_error_string(e));
-    return zn_cuda_note(cx, stream);
+    return zn_cuda_note(&cx->order, stream);
 }
 
 /* Ring mode: the collectives with ring kernels run on the GPU, in call order with the staged
@@ -330,7 +301,7 @@ static ncclResult_t launch_ring_mode(struct zn_cuda_ctx *cx, struct zn_cuda_op *
         else if (ring_capable(ops[i].a.coll))
             ZN_CHECK(launch_coll(cx, &ops[i]));
         else
-            ZN_CHECK(zn_stage_launch(cx->stage, cx, &ops[i], 1));
+            ZN_CHECK(zn_stage_launch(cx->stage, &cx->order, &cx->dev, &ops[i], 1));
     }
     if (!np2p) return ncclSuccess;
     struct zn_cuda_op *p2p = malloc((size_t)np2p * sizeof(*p2p));
@@ -338,7 +309,7 @@ static ncclResult_t launch_ring_mode(struct zn_cuda_ctx *cx, struct zn_cuda_op *
     np2p = 0;
     for (int i = 0; i < n; i++)
         if (ops[i].kind != ZN_CUDA_COLL) p2p[np2p++] = ops[i];
-    ncclResult_t r = zn_stage_launch(cx->stage, cx, p2p, np2p);
+    ncclResult_t r = zn_stage_launch(cx->stage, &cx->order, &cx->dev, p2p, np2p);
     free(p2p);
     return r;
 }
@@ -351,7 +322,7 @@ ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int 
     if (cx->ring) {
         res = launch_ring_mode(cx, ops, n);
     } else if (cx->stage) {
-        res = zn_stage_launch(cx->stage, cx, ops, n);
+        res = zn_stage_launch(cx->stage, &cx->order, &cx->dev, ops, n);
     } else {
         int has_p2p = 0;
         for (int i = 0; i < n && res == ncclSuccess; i++) {
@@ -368,7 +339,8 @@ ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int 
 
 const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
 {
-    if (cx->stage && atomic_load(&cx->stage->failed)) return cx->stage->fail_msg;
+    const char *staged = cx->stage ? zn_stage_failure(cx->stage) : NULL;
+    if (staged) return staged;
     if (!cx->error_host) return NULL;
     switch (*cx->error_host) {
     case ZN_DEV_OK: return NULL;
@@ -386,21 +358,10 @@ void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx)
     cx->nregs = 0;
     zn_stage_destroy(cx->stage);
     cx->stage = NULL;
-    if (cx->last_event) cudaEventDestroy((cudaEvent_t)cx->last_event);
-    cx->last_event = NULL;
+    zn_cuda_order_fini(&cx->order);
 }
 
 #else
-
-ncclResult_t zn_cuda_order(struct zn_cuda_ctx *cx, void *stream)
-{
-    return ncclSuccess;
-}
-
-ncclResult_t zn_cuda_note(struct zn_cuda_ctx *cx, void *stream)
-{
-    return ncclSuccess;
-}
 
 ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
 {

@@ -1,13 +1,14 @@
 /*
  * The CUDA executor: launches the kernels of a group on the users' streams. Nothing waits on
  * the host; calls return once their kernels are enqueued, and they can be captured in graphs
- * (see device/dev_abi.h for why replays stay consistent).
+ * (see abi/dev_abi.h for why replays stay consistent).
  */
 #ifndef ZN_EXEC_CUDA_EXEC_H
 #define ZN_EXEC_CUDA_EXEC_H
 
 #include "algo/algo.h"
-#include "device/dev_abi.h"
+#include "abi/dev_abi.h"
+#include "exec/cuda_op.h"
 #include "exec/exec.h"
 
 struct zn_stage;
@@ -32,32 +33,16 @@ struct zn_cuda_ctx {
     int max_ch;                    /* channels the arena has (ZINC_GPU_CHANNELS) */
     size_t ll_chunk;               /* LL allreduce bytes per channel (ZINC_GPU_LL_CHUNK) */
     size_t chunk;                  /* other kernels' bytes per channel (ZINC_GPU_CHUNK) */
-    void *last_stream;             /* the stream of the previous launch on this communicator */
-    void *last_event;              /* recorded after it: launches on another stream wait for it */
+    struct zn_cuda_order order;    /* launches in order across streams */
     const char *force_algo;
     const char *force_proto;  /* ZINC_PROTO: LL or SIMPLE */
     struct zn_cuda_reg *regs; /* registered buffers shared with every peer */
     int nregs;
 };
 
-enum zn_cuda_op_kind { ZN_CUDA_COLL, ZN_CUDA_SEND, ZN_CUDA_RECV };
-
-struct zn_cuda_op {
-    enum zn_cuda_op_kind kind;
-    struct zn_coll_args a; /* SEND/RECV: sendbuf/recvbuf, count, dtype, root = peer */
-    struct zn_op_desc op;
-    const void *scalar_dev; /* PreMulSum with ncclScalarDevice: read by the kernel */
-    void *stream;
-};
-
 /* Launch every operation of one communicator's share of a group: collectives in call order,
  * then all sends and receives in one fused kernel (or, staged, in one proxy operation). */
 ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n);
-
-/* Launches of one communicator run in order on the GPU: a launch on another stream than the
- * previous one first waits for it (zn_cuda_order); zn_cuda_note records the launch. */
-ncclResult_t zn_cuda_order(struct zn_cuda_ctx *cx, void *stream);
-ncclResult_t zn_cuda_note(struct zn_cuda_ctx *cx, void *stream);
 
 /* A kernel of this communicator gave up (peer gone, deadline, abort): the reason, or NULL. */
 const char *zn_cuda_failure(const struct zn_cuda_ctx *cx);

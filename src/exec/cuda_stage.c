@@ -1,8 +1,9 @@
 #include "cuda_stage.h"
-#include "cuda_exec.h"
+#include "proxy/proxy.h"
 #include "util/cuda.h"
 #include "util/err.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,18 @@
 
 #if ZINC_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+struct zn_stage {
+    struct zn_exec_comm *host; /* the host executor's view of the same communicator */
+    int rank, nranks;
+    struct zn_proxy *proxy; /* runs the descriptors (run_desc) when the GPU rings */
+    void *pool;             /* pinned staging of non-captured operations (they run one at a time) */
+    size_t pool_size;
+    void **retired; /* outgrown pools, freed at the end (a queued copy may still use one) */
+    int nretired;
+    atomic_int failed; /* ncclResult_t of a failed operation (the stream still moves on) */
+    char fail_msg[512];
+};
 
 /* What the proxy runs for one doorbell signal: host copies of the group's operations,
  * pointing into pinned staging memory. */
@@ -72,91 +85,58 @@ static void run_desc(struct zn_stage *st, struct zn_stage_desc *d)
     fail(st, r);
 }
 
-static void *proxy_main(void *arg)
+/* The proxy's callbacks: "run a staged collective" (or a group's sends and receives). */
+static int stage_run(void *owner, void *desc)
 {
-    struct zn_stage *st = arg;
-    zn_log_rank = st->rank;
-    cudaSetDevice(st->cuda_dev);
-    uint64_t processed = 0;
-    int idle = 0;
-    while (!atomic_load(&st->stop)) {
-        uint64_t go = st->bell_host->go;
-        if (processed == go) {
-            /* Spin a little (a collective right after another is common), then nap. */
-            if (++idle > 2000) {
-                struct timespec ts = { 0, 20000 };
-                nanosleep(&ts, NULL);
-            }
-            continue;
-        }
-        idle = 0;
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        uint64_t id = st->bell_host->ring[processed % ZN_DEV_RING];
-        pthread_mutex_lock(&st->lock);
-        struct zn_stage_desc *d = id < (uint64_t)st->ndescs ? st->descs[id] : NULL;
-        pthread_mutex_unlock(&st->lock);
-        if (d) run_desc(st, d);
-        processed++;
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-        st->bell_host->done = processed;
-        if (d && !d->persistent) {
-            pthread_mutex_lock(&st->lock);
-            st->descs[id] = NULL;
-            pthread_mutex_unlock(&st->lock);
-            free(d);
-        }
-    }
-    return NULL;
+    struct zn_stage_desc *d = desc;
+    run_desc(owner, d);
+    return d->persistent;
 }
+
+static void stage_release(void *owner, void *desc)
+{
+    struct zn_stage_desc *d = desc;
+    zn_cuda_host_free(d->mem);
+    free(d);
+}
+
+static const struct zn_proxy_ops stage_proxy_ops = {
+    .size = sizeof(struct zn_proxy_ops),
+    .run = stage_run,
+    .release = stage_release,
+};
 
 ncclResult_t zn_stage_create(struct zn_exec_comm *host, int cuda_dev, struct zn_stage **out)
 {
     struct zn_stage *st = calloc(1, sizeof(*st));
     if (!st) return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
     st->host = host;
-    st->cuda_dev = cuda_dev;
     st->rank = host->tctx->rank;
     st->nranks = host->tctx->nranks;
-    pthread_mutex_init(&st->lock, NULL);
-    void *bell_dev = NULL;
-    ncclResult_t res;
-    ZN_CHECK_GOTO(zn_cuda_host_alloc((void **)&st->bell_host, &bell_dev, sizeof(*st->bell_host)),
-                  res, fail);
-    st->bell_dev = bell_dev;
-    ZN_CHECK_GOTO(zn_cuda_malloc((void **)&st->seq_dev, sizeof(uint64_t), "the staging counter"),
-                  res, fail);
-    ZN_CHECK_GOTO(zn_cuda_memset(st->seq_dev, 0, sizeof(uint64_t)), res, fail);
-    if (pthread_create(&st->thread, NULL, proxy_main, st) != 0) {
-        res = zn_error(ncclSystemError, ZN_PROXY, "cannot start the proxy thread");
-        goto fail;
+    struct zn_proxy_config cfg = {
+        .ops = &stage_proxy_ops, .owner = st, .cuda_dev = cuda_dev, .rank = st->rank
+    };
+    ncclResult_t res = zn_proxy_create(&cfg, &st->proxy);
+    if (res != ncclSuccess) {
+        free(st);
+        return res;
     }
-    st->thread_started = 1;
     *out = st;
     return ncclSuccess;
-fail:
-    zn_stage_destroy(st);
-    return res;
+}
+
+const char *zn_stage_failure(const struct zn_stage *st)
+{
+    return atomic_load(&st->failed) ? st->fail_msg : NULL;
 }
 
 void zn_stage_destroy(struct zn_stage *st)
 {
     if (!st) return;
-    if (st->thread_started) {
-        atomic_store(&st->stop, 1);
-        pthread_join(st->thread, NULL);
-    }
-    for (int i = 0; i < st->ndescs; i++) {
-        if (!st->descs[i]) continue;
-        zn_cuda_host_free(st->descs[i]->mem);
-        free(st->descs[i]);
-    }
-    free(st->descs);
+    zn_proxy_destroy(st->proxy);
     for (int i = 0; i < st->nretired; i++) zn_cuda_host_free(st->retired[i]);
     free(st->retired);
     zn_cuda_host_free(st->pool);
-    zn_cuda_free(st->seq_dev);
-    zn_cuda_host_free(st->bell_host);
-    pthread_mutex_destroy(&st->lock);
     free(st);
 }
 
@@ -228,36 +208,12 @@ static ncclResult_t host_alloc_capturable(void **p, size_t bytes)
     return cuda_err(e, "cudaHostAlloc for staging");
 }
 
-static ncclResult_t add_desc(struct zn_stage *st, struct zn_stage_desc *d, uint64_t *id)
-{
-    pthread_mutex_lock(&st->lock);
-    int slot = -1;
-    for (int i = 0; i < st->ndescs && slot < 0; i++)
-        if (!st->descs[i]) slot = i;
-    if (slot < 0) {
-        int cap = st->ndescs ? st->ndescs * 2 : 16;
-        struct zn_stage_desc **n = realloc(st->descs, (size_t)cap * sizeof(*n));
-        if (!n) {
-            pthread_mutex_unlock(&st->lock);
-            return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
-        }
-        memset(n + st->ndescs, 0, (size_t)(cap - st->ndescs) * sizeof(*n));
-        slot = st->ndescs;
-        st->descs = n;
-        st->ndescs = cap;
-    }
-    st->descs[slot] = d;
-    pthread_mutex_unlock(&st->lock);
-    *id = (uint64_t)slot;
-    return ncclSuccess;
-}
-
-/* Stage one descriptor's operations: copies in, doorbell, gate, copies out. Once add_desc
- * has published d, the proxy thread may run it and free it (the GPU can reach the doorbell
- * before this thread gets past it), so nothing here reads d afterwards. */
-static ncclResult_t stage_ops(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_stage_desc *d,
-                              const struct zn_cuda_op *orig, void *stream, size_t *ins,
-                              size_t *outs, uint8_t **staged_out)
+/* Stage one descriptor's operations: copies in, doorbell, gate, copies out. Once
+ * zn_proxy_post has published d, the proxy thread may run it and free it (the GPU can reach the
+ * doorbell before this thread gets past it), so nothing here reads d afterwards. */
+static ncclResult_t stage_ops(struct zn_stage *st, const struct zn_dev_comm *dev,
+                              struct zn_stage_desc *d, const struct zn_cuda_op *orig, void *stream,
+                              size_t *ins, size_t *outs, uint8_t **staged_out)
 {
     size_t total = 0;
     int nops = d->nops;
@@ -302,9 +258,11 @@ static ncclResult_t stage_ops(struct zn_stage *st, struct zn_cuda_ctx *cx, struc
                               "cudaMemcpyAsync to staging"));
     }
     uint64_t id = 0;
-    ZN_CHECK(add_desc(st, d, &id));
-    int e = zn_dev_launch_signal(st->bell_dev, st->seq_dev, id, stream);
-    if (!e) e = zn_dev_launch_wait(st->bell_dev, st->seq_dev, &cx->dev, stream);
+    ZN_CHECK(zn_proxy_post(st->proxy, d, &id));
+    struct zn_dev_doorbell *bell = zn_proxy_bell_dev(st->proxy);
+    uint64_t *seq = zn_proxy_seq_dev(st->proxy);
+    int e = zn_dev_launch_signal(bell, seq, id, stream);
+    if (!e) e = zn_dev_launch_wait(bell, seq, dev, stream);
     if (e)
         return zn_error(ncclUnhandledCudaError, ZN_PROXY, "launching the staging gate failed: %s",
                         zn_dev_error_string(e));
@@ -316,21 +274,21 @@ static ncclResult_t stage_ops(struct zn_stage *st, struct zn_cuda_ctx *cx, struc
     return ncclSuccess;
 }
 
-static ncclResult_t stage_desc(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_stage_desc *d,
-                               const struct zn_cuda_op *orig, void *stream)
+static ncclResult_t stage_desc(struct zn_stage *st, const struct zn_dev_comm *dev,
+                               struct zn_stage_desc *d, const struct zn_cuda_op *orig, void *stream)
 {
     size_t *ins = calloc((size_t)d->nops, 2 * sizeof(size_t));
     uint8_t **staged_out = calloc((size_t)d->nops, sizeof(*staged_out));
     ncclResult_t r = ins && staged_out
-                         ? stage_ops(st, cx, d, orig, stream, ins, ins + d->nops, staged_out)
+                         ? stage_ops(st, dev, d, orig, stream, ins, ins + d->nops, staged_out)
                          : zn_error(ncclSystemError, ZN_PROXY, "out of memory");
     free(ins);
     free(staged_out);
     return r;
 }
 
-ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_cuda_op *ops,
-                             int n)
+ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_order *ord,
+                             const struct zn_dev_comm *dev, struct zn_cuda_op *ops, int n)
 {
     /* Collectives one descriptor each, in call order; then every send and receive together. */
     void *p2p_stream = NULL;
@@ -346,9 +304,9 @@ ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_ctx *cx, struct
         if (!d) return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
         d->nops = 1;
         d->ops[0] = ops[i];
-        ncclResult_t r = zn_cuda_order(cx, ops[i].stream);
-        if (r == ncclSuccess) r = stage_desc(st, cx, d, &ops[i], ops[i].stream);
-        if (r == ncclSuccess) r = zn_cuda_note(cx, ops[i].stream);
+        ncclResult_t r = zn_cuda_order(ord, ops[i].stream);
+        if (r == ncclSuccess) r = stage_desc(st, dev, d, &ops[i], ops[i].stream);
+        if (r == ncclSuccess) r = zn_cuda_note(ord, ops[i].stream);
         if (r != ncclSuccess) return r;
     }
     if (!np2p) return ncclSuccess;
@@ -366,10 +324,10 @@ ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_ctx *cx, struct
             orig[d->nops] = ops[i];
             d->ops[d->nops++] = ops[i];
         }
-    ncclResult_t r = zn_cuda_order(cx, p2p_stream);
-    if (r == ncclSuccess) r = stage_desc(st, cx, d, orig, p2p_stream);
+    ncclResult_t r = zn_cuda_order(ord, p2p_stream);
+    if (r == ncclSuccess) r = stage_desc(st, dev, d, orig, p2p_stream);
     free(orig);
-    if (r == ncclSuccess) r = zn_cuda_note(cx, p2p_stream);
+    if (r == ncclSuccess) r = zn_cuda_note(ord, p2p_stream);
     return r;
 }
 
@@ -380,10 +338,15 @@ ncclResult_t zn_stage_create(struct zn_exec_comm *host, int cuda_dev, struct zn_
     return zn_error(ncclInvalidUsage, ZN_PROXY, "this zinc build has no CUDA support");
 }
 
-ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_ctx *cx, struct zn_cuda_op *ops,
-                             int n)
+ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_order *ord,
+                             const struct zn_dev_comm *dev, struct zn_cuda_op *ops, int n)
 {
     return zn_error(ncclInvalidUsage, ZN_PROXY, "this zinc build has no CUDA support");
+}
+
+const char *zn_stage_failure(const struct zn_stage *st)
+{
+    return NULL;
 }
 
 void zn_stage_destroy(struct zn_stage *st) {}

@@ -3,7 +3,6 @@
  * threads and processes sharing a file do not interleave.
  */
 #include "log.h"
-#include "param.h"
 #include "zinc.h"
 
 #include <pthread.h>
@@ -87,22 +86,22 @@ void zn_log_expand_path(const char *pattern, char *out, size_t outlen)
     out[o] = 0;
 }
 
-static void configure(const struct zn_params *p)
+static void configure(const char *debug, const char *subsys, const char *file)
 {
     int level = ZN_LOG_WARN;
     for (int i = 0; i < 5; i++)
-        if (!strcasecmp(p->debug, level_names[i])) level = i;
-    if (!strcasecmp(p->debug, "ABORT")) level = ZN_LOG_WARN;
-    zn_log_subsys_cur = zn_log_parse_subsys(p->debug_subsys);
+        if (!strcasecmp(debug, level_names[i])) level = i;
+    if (!strcasecmp(debug, "ABORT")) level = ZN_LOG_WARN;
+    zn_log_subsys_cur = zn_log_parse_subsys(subsys);
     if (gethostname(log_host, sizeof(log_host)) != 0) snprintf(log_host, sizeof(log_host), "?");
     log_host[sizeof(log_host) - 1] = 0;
     char *dot = strchr(log_host, '.');
     if (dot) *dot = 0;
     if (log_file && log_file != stderr) fclose(log_file);
     log_file = stderr;
-    if (*p->debug_file) {
+    if (*file) {
         char path[4096];
-        zn_log_expand_path(p->debug_file, path, sizeof(path));
+        zn_log_expand_path(file, path, sizeof(path));
         FILE *f = fopen(path, "a");
         if (f) {
             setvbuf(f, NULL, _IONBF, 0);
@@ -114,10 +113,10 @@ static void configure(const struct zn_params *p)
     zn_log_level_cur = level;
 }
 
-void zn_log_configure(const struct zn_params *p)
+void zn_log_configure(const char *debug, const char *subsys, const char *file)
 {
     pthread_mutex_lock(&log_lock);
-    configure(p);
+    configure(debug, subsys, file);
     int banner = !banner_done;
     banner_done = 1;
     pthread_mutex_unlock(&log_lock);
@@ -126,16 +125,6 @@ void zn_log_configure(const struct zn_params *p)
         zn_log(zn_log_level_cur >= ZN_LOG_INFO ? ZN_LOG_INFO : ZN_LOG_VERSION, ZN_INIT,
                "zinc %s (NCCL API %d.%d.%d)", ZINC_VERSION_STRING, NCCL_MAJOR, NCCL_MINOR,
                NCCL_PATCH);
-}
-
-void zn_log_init(void)
-{
-    zn_params();
-}
-
-void zn_log_reinit(void)
-{
-    zn_params_reload();
 }
 
 void zn_log_emit(int level, uint32_t subsys, const char *file, int line, const char *fmt, ...)

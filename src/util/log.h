@@ -47,14 +47,10 @@ extern uint32_t zn_log_subsys_cur;
 /* The rank shown in the prefix of this thread's messages (-1: none). */
 extern _Thread_local int zn_log_rank;
 
-struct zn_params;
-/* Make sure logging is configured (loads the parameters on first use). */
-void zn_log_init(void);
-/* Apply ZINC_DEBUG / ZINC_DEBUG_SUBSYS / ZINC_DEBUG_FILE from p; the first call also prints
- * the version banner. Called by the parameter loader. */
-void zn_log_configure(const struct zn_params *p);
-/* Re-read the logging parameters (ncclResetDebugInit). */
-void zn_log_reinit(void);
+/* Apply the values of ZINC_DEBUG (level), ZINC_DEBUG_SUBSYS and ZINC_DEBUG_FILE; the first call
+ * also prints the version banner. Called by the parameter loader (util/param.c), which sits
+ * above logging: logging never reads parameters itself, so the two never call each other. */
+void zn_log_configure(const char *debug, const char *subsys, const char *file);
 
 void zn_log_emit(int level, uint32_t subsys, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

@@ -200,7 +200,7 @@ static void load_all(void)
 static void init_once(void)
 {
     load_all();
-    zn_log_configure(&params);
+    zn_log_configure(params.debug, params.debug_subsys, params.debug_file);
     for (size_t i = 0; i < NPARAMS; i++)
         if (strcmp(param_text[i], param_table[i].def) != 0)
             zn_info(ZN_ENV, "%s set by %s to %s", param_table[i].name, param_origin[i],
@@ -234,5 +234,5 @@ void zn_params_reload(void)
 {
     zn_params();
     load_all();
-    zn_log_configure(&params);
+    zn_log_configure(params.debug, params.debug_subsys, params.debug_file);
 }

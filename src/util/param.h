@@ -43,7 +43,8 @@ const char *zn_param_source(const char *name, const char **origin);
 int zn_param_parse_size(const char *s, int64_t *out);
 int zn_param_parse_bool(const char *s, int64_t *out);
 
-/* Reload from the environment (tests only; not thread-safe against readers). */
+/* Reload from the environment and the config file, and re-apply the logging parameters
+ * (ncclResetDebugInit, tests). Not thread-safe against readers. */
 void zn_params_reload(void);
 
 #endif

@@ -1,24 +1,43 @@
 #!/bin/bash
-# Check DESIGN.md's one-way layering: util <- bootstrap <- transport <- proxy <- algo <- exec
-# <- api (device sits beside exec). A file may include headers of its own layer and of layers
-# below it, never above.
+# Check DESIGN.md's one-way layering: abi <- util <- bootstrap <- net <- transport <- proxy <- algo
+# <- exec <- api. A file may include headers of its own layer and of layers below it, never
+# above. abi (plain C structs and layout arithmetic shared with CUDA) is the ground floor, and
+# the device code (src/device, compiled by nvcc) may include only abi and its own files, because
+# everything else is host code.
 set -euo pipefail
 src=$1
-order=(util bootstrap transport proxy algo device exec api)
+order=(abi util bootstrap net transport proxy algo exec api)
 level() { local i; for i in "${!order[@]}"; do [ "${order[$i]}" = "$1" ] && { echo "$i"; return; }; done; echo -1; }
 bad=0
+nfiles=0
 for f in $(cd "$src" && ls */*.[ch] */*.cu */*.cuh 2>/dev/null); do
+    nfiles=$((nfiles + 1))
     layer=${f%%/*}
-    mine=$(level "$layer")
     while read -r inc; do
         other=${inc%%/*}
+        if [ "$layer" = device ]; then
+            if [ "$other" != abi ] && [ "$other" != device ]; then
+                echo "layering: src/$f (device) includes $inc (device code includes only abi)"
+                bad=1
+            fi
+            continue
+        fi
+        if [ "$other" = device ]; then
+            echo "layering: src/$f ($layer) includes $inc (host code never includes device code)"
+            bad=1
+            continue
+        fi
+        mine=$(level "$layer")
         theirs=$(level "$other")
         [ "$theirs" -lt 0 ] && continue
-        if [ "$theirs" -gt "$mine" ]; then
+        if [ "$mine" -lt 0 ]; then
+            echo "layering: src/$f is in src/$layer, which is no known layer"
+            bad=1
+        elif [ "$theirs" -gt "$mine" ]; then
             echo "layering: src/$f ($layer) includes $inc ($other is above $layer)"
             bad=1
         fi
     done < <(grep -oE '^#include "[a-z]+/[^"]+"' "$src/$f" | sed 's/#include "//; s/"$//')
 done
-[ $bad = 0 ] && echo "layering: ok ($(cd "$src" && ls */*.[ch] | wc -l) files)"
+[ $bad = 0 ] && echo "layering: ok ($nfiles files)"
 exit $bad

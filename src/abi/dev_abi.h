@@ -22,8 +22,8 @@
  * captured kernel's arguments goes stale. Every rank launches the same kernels with the same
  * channel counts, so the counters of a pair agree.
  */
-#ifndef ZN_DEVICE_DEV_ABI_H
-#define ZN_DEVICE_DEV_ABI_H
+#ifndef ZN_ABI_DEV_ABI_H
+#define ZN_ABI_DEV_ABI_H
 
 #include <stddef.h>
 #include <stdint.h>
