@@ -11,6 +11,9 @@ have_cmd cmake || need+=(cmake)
 have_cmd make || need+=(make)
 have_cmd gcc || need+=(gcc)
 have_cmd g++ || need+=(g++)
+if [ "$what" = build ] || [ "$what" = test ]; then
+    have_pkg libibverbs-dev || need+=(libibverbs-dev)   # verbs headers: the IB net and ibemu
+fi
 if [ "$what" = test ]; then
     have_cmd ip || need+=(iproute2)                  # multi-host tests in network namespaces
     have_cmd clang || need+=(clang)                  # libFuzzer targets, Release build
