@@ -202,7 +202,9 @@ struct zn_ib_comm {
     uint64_t peer_addr; /* send: the peer's sizes array; recv: the peer's FIFO */
     uint32_t peer_rkey;
     char peer[ZN_SOCKADDR_STRLEN];
-    int fd;
+    int fd; /* the handshake socket, kept open: its hangup means the peer is gone */
+    int tc; /* traffic class, -1: ZINC_IB_TC */
+    int64_t next_hup_check;
     uint64_t seq; /* send: next FIFO slot to consume; recv: next slot to fill */
     /* send: the requests matched to the current slot's entries */
     struct zn_ib_req *slot_reqs[ZN_IB_MAX_REQS][ZN_IB_MAX_RECVS];
@@ -216,8 +218,9 @@ struct zn_ib_comm {
 };
 
 /* Connection setup (ib_conn.c). */
-ncclResult_t zn_net_ib_listen(int dev, void *handle, void **listen_comm);
-ncclResult_t zn_net_ib_connect(int dev, void *handle, void **send_comm);
+/* tc: the communicator's traffic class (ncclNetCommConfig), or -1 for ZINC_IB_TC. */
+ncclResult_t zn_net_ib_listen(int dev, int tc, void *handle, void **listen_comm);
+ncclResult_t zn_net_ib_connect(int dev, int tc, void *handle, void **send_comm);
 ncclResult_t zn_net_ib_accept(void *listen_comm, void **recv_comm);
 ncclResult_t zn_net_ib_close_listen(void *listen_comm);
 void zn_net_ib_comm_free(struct zn_ib_comm *c);

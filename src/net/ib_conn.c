@@ -75,7 +75,7 @@ static ncclResult_t qp_connect(struct zn_ib_comm *c, struct ibv_qp *qp, uint32_t
         memcpy(a.ah_attr.grh.dgid.raw, r->gid, 16);
         a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
         a.ah_attr.grh.hop_limit = 255;
-        a.ah_attr.grh.traffic_class = (uint8_t)(p->ib_tc & 0xff);
+        a.ah_attr.grh.traffic_class = (uint8_t)((c->tc >= 0 ? c->tc : p->ib_tc) & 0xff);
     } else {
         a.ah_attr.dlid = r->lid;
     }
@@ -152,6 +152,7 @@ static ncclResult_t comm_create(int dev, int is_send, int nqps, struct zn_ib_com
     ZN_CHECK(zn_calloc(&c, 1, "IB communicator"));
     ncclResult_t res = ncclSuccess;
     c->fd = -1;
+    c->tc = -1;
     c->is_send = is_send;
     c->dev = d;
     c->nqps = nqps;
@@ -215,12 +216,13 @@ struct ib_pending {
 
 struct ib_listen {
     int dev;
+    int tc;
     int fd;
     uint64_t magic;
     struct ib_pending *pending;
 };
 
-ncclResult_t zn_net_ib_listen(int dev, void *handle, void **listen_comm)
+ncclResult_t zn_net_ib_listen(int dev, int tc, void *handle, void **listen_comm)
 {
     if (!zn_net_ib_dev(dev))
         return zn_error(ncclInvalidArgument, ZN_NET, "NET/IB: no device %d", dev);
@@ -240,6 +242,7 @@ ncclResult_t zn_net_ib_listen(int dev, void *handle, void **listen_comm)
         return zn_error(ncclSystemError, ZN_NET, "NET/IB: listen on %s: %s", ifname, strerror(-rc));
     }
     l->dev = dev;
+    l->tc = tc;
     /* Not secret: it keeps a stray or stale connection from being taken for the peer. */
     l->magic = ((uint64_t)rand() << 32) ^ (uint64_t)zn_now_ns() ^ (uintptr_t)l;
     h->magic = l->magic;
@@ -344,20 +347,24 @@ static ncclResult_t connect_step(struct ib_pending *p, uint64_t magic, int *read
     return ncclSuccess;
 }
 
-ncclResult_t zn_net_ib_connect(int dev, void *handle, void **send_comm)
+ncclResult_t zn_net_ib_connect(int dev, int tc, void *handle, void **send_comm)
 {
     struct ib_handle *h = handle;
     *send_comm = NULL;
-    if (!h->pending) ZN_CHECK(connect_start(h, dev));
+    if (!h->pending) {
+        ZN_CHECK(connect_start(h, dev));
+        h->pending->comm->tc = tc;
+    }
     struct ib_pending *p = h->pending;
     int ready;
     ncclResult_t res = connect_step(p, h->magic, &ready);
     if (res != ncclSuccess || ready) {
         h->pending = NULL;
-        close(p->fd);
-        if (res != ncclSuccess)
+        if (res != ncclSuccess) {
+            close(p->fd);
             zn_net_ib_comm_free(p->comm);
-        else {
+        } else {
+            p->comm->fd = p->fd; /* kept: its hangup tells test() that the peer is gone */
             zn_net_ib_comm_live(p->comm, 1);
             *send_comm = p->comm;
         }
@@ -383,6 +390,7 @@ static ncclResult_t accept_step(struct ib_listen *l, struct ib_pending *p, int *
             return ncclSuccess;
         }
         ZN_CHECK(comm_create(l->dev, 0, (int)w.nqps, &p->comm));
+        p->comm->tc = l->tc;
         snprintf(p->comm->peer, sizeof(p->comm->peer), "%s", p->peer_str);
         ZN_CHECK(flush_qp_create(p->comm));
         for (int i = 0; i < p->comm->nqps; i++)
@@ -426,10 +434,11 @@ ncclResult_t zn_net_ib_accept(void *listen_comm, void **recv_comm)
     ncclResult_t res = accept_step(l, p, &ready);
     if (res != ncclSuccess || ready) {
         l->pending = NULL;
-        close(p->fd);
-        if (res != ncclSuccess || ready < 0)
+        if (res != ncclSuccess || ready < 0) {
+            close(p->fd);
             zn_net_ib_comm_free(p->comm);
-        else {
+        } else {
+            p->comm->fd = p->fd;
             zn_net_ib_comm_live(p->comm, 1);
             *recv_comm = p->comm;
         }

@@ -8,6 +8,7 @@
  * receive, and the read of a flush.
  */
 #include "net/ib.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -18,6 +19,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 enum { WR_RECV = 0, WR_SEND_GROUP = 1, WR_FIFO = 2, WR_FLUSH = 3, WR_DATA = 4 };
@@ -486,6 +488,27 @@ static ncclResult_t poll_cq(struct zn_ib_comm *c)
     return ncclSuccess;
 }
 
+/* A peer process that died leaves its queue pairs silent: a receive would wait forever, and a
+ * send only fails after the retry timeout. The handshake socket closes with the process, so a
+ * hangup there (checked at most every 10 ms) fails the connection sooner. */
+static ncclResult_t check_hangup(struct zn_ib_comm *c, const struct zn_ib_req *r)
+{
+    int64_t now = zn_now_ns();
+    if (c->fd < 0 || now < c->next_hup_check) return ncclSuccess;
+    c->next_hup_check = now + 10000000;
+    struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+    if (poll(&p, 1, 0) <= 0) return ncclSuccess;
+    char b;
+    if (!(p.revents & (POLLRDHUP | POLLHUP | POLLERR)) && recv(c->fd, &b, 1, MSG_PEEK) != 0)
+        return ncclSuccess;
+    ZN_CHECK(poll_cq(c)); /* what completed before the peer left still counts */
+    if (r->done) return ncclSuccess;
+    return c->failed = zn_error(ncclRemoteError, ZN_NET,
+                                "NET/IB: %s:%d: connection with %s closed by the peer (process "
+                                "exited or closed its communicator) with requests in flight",
+                                c->dev->name, c->dev->port, c->peer);
+}
+
 static ncclResult_t ib_test(void *request, int *done, int *sizes)
 {
     struct zn_ib_req *r = request;
@@ -493,6 +516,7 @@ static ncclResult_t ib_test(void *request, int *done, int *sizes)
     *done = 0;
     ZN_CHECK(comm_check(c));
     if (!r->done) ZN_CHECK(poll_cq(c));
+    if (!r->done) ZN_CHECK(check_hangup(c, r));
     if (!r->done) return ncclSuccess;
     *done = 1;
     if (sizes)
@@ -518,7 +542,8 @@ static ncclResult_t ib_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11_
         zn_info(ZN_NET | ZN_INIT, "NET/IB: not used: %s", why ? why : "no usable port");
     struct ib_ctx *c;
     ZN_CHECK(zn_calloc(&c, 1, "IB net context"));
-    c->traffic_class = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+    c->traffic_class =
+        config && config->trafficClass != NCCL_NET_TRAFFIC_CLASS_UNDEF ? config->trafficClass : -1;
     *ctx = c;
     return ncclSuccess;
 }
@@ -570,14 +595,14 @@ static ncclResult_t ib_get_properties(int dev, ncclNetProperties_v11_t *p)
 
 static ncclResult_t ib_listen(void *ctx, int dev, void *handle, void **listen_comm)
 {
-    return zn_net_ib_listen(dev, handle, listen_comm);
+    return zn_net_ib_listen(dev, ((struct ib_ctx *)ctx)->traffic_class, handle, listen_comm);
 }
 
 static ncclResult_t ib_connect(void *ctx, int dev, void *handle, void **send_comm,
                                ncclNetDeviceHandle_v11_t **dev_comm)
 {
     if (dev_comm) *dev_comm = NULL;
-    return zn_net_ib_connect(dev, handle, send_comm);
+    return zn_net_ib_connect(dev, ((struct ib_ctx *)ctx)->traffic_class, handle, send_comm);
 }
 
 static ncclResult_t ib_accept(void *listen_comm, void **recv_comm,
