@@ -325,7 +325,9 @@ static void recv_two_child(int fd)
     char c;
     CHECK(read(fd, &c, 1) == 1); /* the sender has seen both receives (or is done) */
     if (c == 'x') _exit(0);      /* peerdeath: die with the connection open */
+    net->deregMr(rc, mh);
     net->closeRecv(rc);
+    net->finalize(ctx);
 }
 
 /* The sender's FIFO shows both receives: nothing the receiver does later can stop a send. */
