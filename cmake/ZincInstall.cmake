@@ -2,7 +2,8 @@
 # zinc the way it builds against NCCL.
 #
 #   PREFIX/include/          nccl.h, zinc.h (every public header of include/)
-#   PREFIX/lib/              libnccl.so.2.28.9, libnccl.so.2, libnccl.so, libnccl_static.a
+#   PREFIX/lib/              libnccl.so.2.28.9, libnccl.so.2, libnccl.so, libnccl_static.a,
+#                            libnccl-net-zinc.so (zinc's nets as an NCCL net plugin)
 #   PREFIX/bin/              zinc-run, zinc-perf, zinc-info (tools/CMakeLists.txt)
 #   PREFIX/lib/pkgconfig/    nccl.pc, zinc.pc           pkg-config --cflags --libs nccl
 #   PREFIX/lib/cmake/zinc/   zincConfig.cmake + version find_package(zinc) -> zinc::nccl
@@ -14,7 +15,7 @@
 include(CMakePackageConfigHelpers)
 get_target_property(ZINC_NCCL_VERSION nccl VERSION)
 
-install(TARGETS nccl nccl_static
+install(TARGETS nccl nccl_static nccl_net_zinc
         LIBRARY DESTINATION lib
         ARCHIVE DESTINATION lib)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/ DESTINATION include FILES_MATCHING PATTERN "*.h")

@@ -24,6 +24,14 @@ ZN_PARAM(socket_nsocks, INT,  "ZINC_SOCKET_NSOCKS", "NCCL_NSOCKS_PERTHREAD", "1"
          "TCP connections per peer that large messages are striped over (1-8)")
 ZN_PARAM(socket_bufsize, SIZE, "ZINC_SOCKET_BUFSIZE", NULL,               "4M",
          "SO_SNDBUF/SO_RCVBUF asked for on data sockets (0: leave the kernel's default)")
+ZN_PARAM(net,           STR,  "ZINC_NET",           "NCCL_NET",           "",
+         "net to use by name (see zinc-info), e.g. Socket; default: the first usable one, plugin nets before built-in ones")
+ZN_PARAM(net_plugin,    STR,  "ZINC_NET_PLUGIN",    "NCCL_NET_PLUGIN",    "",
+         "net plugin: a name (loads libnccl-net-NAME.so), a path, or none; default: libnccl-net.so if it can be loaded")
+ZN_PARAM(socket_nthreads, INT, "ZINC_SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS", "0",
+         "helper threads per socket-net connection (0-16); 0: the thread that polls moves the data on the control stream")
+ZN_PARAM(nsocks_perthread, INT, "ZINC_NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD", "1",
+         "data streams (TCP connections) per helper thread of a socket-net connection; threads x streams <= 64")
 ZN_PARAM(shm_disable,   BOOL, "ZINC_SHM_DISABLE",   "NCCL_SHM_DISABLE",   "0",
          "1: ranks on the same host talk over sockets instead of shared memory")
 ZN_PARAM(transport,     STR,  "ZINC_TRANSPORT",     NULL,                 "auto",

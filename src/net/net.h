@@ -1,0 +1,55 @@
+/*
+ * The net layer's internal interface: the registry of nets that zinc can use.
+ *
+ * Every net, built in or loaded from a plugin, is seen through one table of the newest ABI
+ * version (ncclNet_t = ncclNet_v11_t, nccl_net.h); plugins that export an older version are
+ * wrapped by adapters (plugin.c), as NCCL does. The registry is built once per process, in a
+ * deterministic order: nets from the plugin library first (NCCL's order), then the built-in
+ * nets of ZN_NET_BUILTINS. A net knows nothing of communicators or ranks; the layer above adds
+ * rank and host to the errors it reports.
+ */
+#ifndef ZN_NET_NET_H
+#define ZN_NET_NET_H
+
+#include "net/nccl_net.h"
+
+#include <stdint.h>
+
+/* Built-in nets, in registry order (after plugin nets). The IB verbs net goes before socket. */
+#define ZN_NET_BUILTINS(X) X(socket)
+
+#define ZN_NET_MAX         8
+
+struct zn_net {
+    const ncclNet_t *ops; /* the v11 table (an adapter for older plugins) */
+    const char *name;     /* ops->name */
+    void *ctx;            /* the context init() returned when the registry probed the net */
+    int ndev;             /* devices() at registration */
+    int plugin_version;   /* 0: built in; N: loaded from a plugin's ncclNetPlugin_vN */
+};
+
+/* The nets usable in this process (those whose init succeeded and that have devices), loading
+ * the plugin on first call. Never fails: a net or plugin that cannot be used is skipped with
+ * one warning. */
+int zn_net_count(void);
+const struct zn_net *zn_net_get(int i);
+
+/* The net named by ZINC_NET / NCCL_NET (case-insensitive), else the first of the registry.
+ * Errors name the missing net and list the ones present. */
+ncclResult_t zn_net_select(const struct zn_net **out);
+
+/* Find a net by name (case-insensitive); NULL if absent. */
+const struct zn_net *zn_net_find(const char *name);
+
+/* The logger handed to nets' init(): NCCL's levels and subsystems mapped onto zn_log. */
+void zn_net_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Built-in tables (one per entry of ZN_NET_BUILTINS). */
+extern const ncclNet_t zn_net_socket;
+
+/* Plugin loading (plugin.c): dlopen NCCL_NET_PLUGIN (or libnccl-net.so), find the newest
+ * ncclNetPlugin_vN, and return its table adapted to v11. 0 nets when there is no plugin. */
+int zn_net_plugin_load(const ncclNet_t **tables, int *versions, int max);
+
+#endif

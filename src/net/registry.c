@@ -1,0 +1,121 @@
+/*
+ * The registry of nets: plugin nets first, then the built-ins of ZN_NET_BUILTINS, each kept
+ * only if its init() succeeds and it has at least one device. Built once per process.
+ */
+#include "net/net.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/param.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <strings.h>
+
+static struct zn_net nets[ZN_NET_MAX];
+static int nnets;
+static pthread_once_t nets_once = PTHREAD_ONCE_INIT;
+
+void zn_net_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                   const char *fmt, ...)
+{
+    int lvl = level == NCCL_LOG_WARN    ? ZN_LOG_WARN
+              : level == NCCL_LOG_INFO  ? ZN_LOG_INFO
+              : level == NCCL_LOG_TRACE ? ZN_LOG_TRACE
+              : level == NCCL_LOG_ABORT ? ZN_LOG_WARN
+                                        : ZN_LOG_NONE;
+    if (lvl == ZN_LOG_NONE || !zn_log_enabled(lvl, ZN_NET)) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    zn_log_emit(lvl, ZN_NET, file ? file : "plugin", line, "%s", msg);
+}
+
+/* Probe one net: init once for the registry, count its devices. */
+static void add_net(const ncclNet_t *ops, int plugin_version)
+{
+    if (nnets == ZN_NET_MAX) {
+        zn_warn(ZN_NET, "net registry full (%d nets): net %s is not used", ZN_NET_MAX, ops->name);
+        return;
+    }
+    struct zn_net *n = &nets[nnets];
+    ncclNetCommConfig_t cfg = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
+    zn_clear_last_error(); /* a plugin reports through its logger, not zn_error */
+    ncclResult_t r = ops->init(&n->ctx, 0, &cfg, zn_net_logger, NULL);
+    if (r != ncclSuccess) {
+        zn_warn(ZN_NET, "net %s%s: init failed (%s: %s); skipping it", ops->name,
+                plugin_version ? " (plugin)" : "", zn_result_str(r),
+                zn_last_error()[0] ? zn_last_error() : "see its own messages above");
+        return;
+    }
+    int ndev = 0;
+    if (ops->devices(&ndev) != ncclSuccess || ndev <= 0) {
+        zn_info(ZN_NET, "net %s has no devices; not used", ops->name);
+        ops->finalize(n->ctx);
+        return;
+    }
+    n->ops = ops;
+    n->name = ops->name;
+    n->ndev = ndev;
+    n->plugin_version = plugin_version;
+    zn_info(ZN_NET, "net %d: %s, %d device(s)%s", nnets, ops->name, ndev,
+            plugin_version ? " (from a plugin)" : "");
+    nnets++;
+}
+
+static void build(void)
+{
+    const ncclNet_t *tables[ZN_NET_MAX];
+    int versions[ZN_NET_MAX];
+    int np = zn_net_plugin_load(tables, versions, ZN_NET_MAX);
+    for (int i = 0; i < np; i++) add_net(tables[i], versions[i]);
+#define ZN_X(name) add_net(&zn_net_##name, 0);
+    ZN_NET_BUILTINS(ZN_X)
+#undef ZN_X
+}
+
+int zn_net_count(void)
+{
+    pthread_once(&nets_once, build);
+    return nnets;
+}
+
+const struct zn_net *zn_net_get(int i)
+{
+    return i >= 0 && i < zn_net_count() ? &nets[i] : NULL;
+}
+
+const struct zn_net *zn_net_find(const char *name)
+{
+    for (int i = 0; i < zn_net_count(); i++)
+        if (strcasecmp(nets[i].name, name) == 0) return &nets[i];
+    return NULL;
+}
+
+ncclResult_t zn_net_select(const struct zn_net **out)
+{
+    const char *want = zn_params()->net;
+    int n = zn_net_count();
+    if (want && want[0]) {
+        const struct zn_net *net = zn_net_find(want);
+        if (net) {
+            *out = net;
+            return ncclSuccess;
+        }
+        char list[256] = "";
+        size_t len = 0;
+        for (int i = 0; i < n && len < sizeof(list); i++)
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "",
+                                    nets[i].name);
+        return zn_error(ncclInvalidArgument, ZN_NET,
+                        "ZINC_NET/NCCL_NET=%s: no such net (usable nets: %s)", want,
+                        n ? list : "none");
+    }
+    if (n == 0)
+        return zn_error(ncclSystemError, ZN_NET,
+                        "no usable net (no plugin net and no built-in net with a device)");
+    *out = &nets[0];
+    return ncclSuccess;
+}

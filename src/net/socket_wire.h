@@ -1,0 +1,80 @@
+/*
+ * The socket net's wire formats. Everything a peer sends is decoded here and checked before
+ * use (tests/fuzz/fuzz_net_socket_wire.c fuzzes these decoders).
+ *
+ * Listen handle (inside NCCL's 128-byte opaque handle; it travels through the layer above):
+ *
+ *   0        4        6        8                16                      16+sizeof(sockaddr)
+ *   +--------+--------+--------+----------------+-----------------------+
+ *   | "ZNSK" | version| nstrm  | magic (random) | listener address      |
+ *   +--------+--------+--------+----------------+-----------------------+
+ *
+ * Hello: the first bytes the connecting side writes on every TCP stream of a connection, so
+ * that the listener can group the streams (conn_id) and reject strangers (magic):
+ *
+ *   0         4        6        8               16              24       26       28    32
+ *   +---------+--------+--------+---------------+---------------+--------+--------+-----+
+ *   | len=32  | version| stream | magic         | conn_id       | nstrm  | flags  | 0   |
+ *   +---------+--------+--------+---------------+---------------+--------+--------+-----+
+ *
+ * Message header: sent on the control stream (stream 0) before each message's payload; the
+ * payload follows on stream 0 or, with helper threads, in chunks over the data streams:
+ *
+ *   0         4        6        8       12      16
+ *   +---------+--------+--------+-------+-------+-----------------+
+ *   | len=24  | version| kind   | tag   | 0     | size (u64)      |
+ *   +---------+--------+--------+-------+-------+-----------------+
+ *
+ * All integers are little-endian host order (both ends run zinc on the same architecture;
+ * the version field catches a peer that does not).
+ */
+#ifndef ZN_NET_SOCKET_WIRE_H
+#define ZN_NET_SOCKET_WIRE_H
+
+#include "util/sock.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZN_NSOCK_VERSION     1
+#define ZN_NSOCK_HANDLE_TAG  0x4b534e5au /* "ZNSK" */
+#define ZN_NSOCK_HELLO_LEN   32
+#define ZN_NSOCK_HDR_LEN     24
+#define ZN_NSOCK_MAX_STREAMS 65 /* the control stream and at most 64 data streams */
+#define ZN_NSOCK_KIND_MSG    1
+
+struct zn_nsock_handle {
+    uint32_t tag;
+    uint16_t version;
+    uint16_t nstreams; /* data streams the listener expects per connection */
+    uint64_t magic;
+    union zn_sockaddr addr;
+};
+
+struct zn_nsock_hello {
+    uint16_t stream; /* 0: control, 1..nstreams: data */
+    uint16_t nstreams;
+    uint64_t magic;
+    uint64_t conn_id;
+};
+
+struct zn_nsock_hdr {
+    int32_t tag;
+    uint64_t size;
+};
+
+void zn_nsock_handle_encode(const struct zn_nsock_handle *h, void *out /* 128 bytes */);
+/* 0, or -EINVAL when the bytes are not a socket-net handle of this version. */
+int zn_nsock_handle_decode(const void *buf, size_t len, struct zn_nsock_handle *h);
+
+void zn_nsock_hello_encode(const struct zn_nsock_hello *h, uint8_t out[ZN_NSOCK_HELLO_LEN]);
+/* 0; -EPROTO (length or version), -EACCES (magic differs from want_magic), -ERANGE (stream
+ * numbers out of range). */
+int zn_nsock_hello_decode(const uint8_t *buf, size_t len, uint64_t want_magic,
+                          struct zn_nsock_hello *h);
+
+void zn_nsock_hdr_encode(const struct zn_nsock_hdr *h, uint8_t out[ZN_NSOCK_HDR_LEN]);
+/* 0; -EPROTO (length, version or kind), -EMSGSIZE (size above max_size). */
+int zn_nsock_hdr_decode(const uint8_t *buf, size_t len, uint64_t max_size, struct zn_nsock_hdr *h);
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * net_conf_socket: the conformance suite on zinc's socket net, taken from the registry, plus
+ * what only the socket net can be asked: a stranger on the listener is rejected and the
+ * listener keeps serving, and the registry picks nets by name.
+ */
+#include "conformance.h"
+#include "net/net.h"
+#include "net/socket_wire.h"
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/param.h"
+#include "zt.h"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static const struct zn_net *NET;
+
+/* A connection with the wrong magic, and one with a malformed hello, are closed; a real
+ * connection made after them is accepted and carries data. */
+ZT_TEST(stranger_rejected)
+{
+    char handle[NCCL_NET_HANDLE_MAXSIZE] = { 0 };
+    void *lc = NULL;
+    ZT_OK(NET->ops->listen(NET->ctx, 0, handle, &lc));
+    struct zn_nsock_handle h;
+    ZT_OK(zn_nsock_handle_decode(handle, sizeof(handle) - 8, &h));
+    int bad[2];
+    for (int k = 0; k < 2; k++) {
+        ZT_OK(zn_sock_connect(&h.addr, zn_deadline_from_now(), NULL, &bad[k]));
+        uint8_t hello[ZN_NSOCK_HELLO_LEN];
+        struct zn_nsock_hello m = {
+            .stream = 0, .nstreams = h.nstreams, .magic = h.magic ^ 1, .conn_id = 7
+        };
+        zn_nsock_hello_encode(&m, hello);
+        if (k == 1) memset(hello, 0xee, sizeof(hello)); /* not even a hello */
+        ZT_OK(zn_sock_send_all(bad[k], hello, sizeof(hello), zn_deadline_from_now(), NULL));
+    }
+    void *s = NULL, *r = NULL;
+    int closed[2] = { 0, 0 };
+    for (int i = 0; i < 200000 && (!s || !r || !closed[0] || !closed[1]); i++) {
+        if (!s) ZT_OK(NET->ops->connect(NET->ctx, 0, handle, &s, NULL));
+        if (!r) ZT_OK(NET->ops->accept(lc, &r, NULL));
+        for (int k = 0; k < 2; k++) {
+            char b;
+            struct pollfd p = { .fd = bad[k], .events = POLLIN };
+            if (!closed[k] && poll(&p, 1, 0) == 1 && read(bad[k], &b, 1) <= 0) closed[k] = 1;
+        }
+    }
+    ZT_ASSERT(s && r);
+    ZT_ASSERT(closed[0] && closed[1]);
+    close(bad[0]);
+    close(bad[1]);
+    char msg[100] = "after the strangers", out[100] = { 0 };
+    void *reqs[2];
+    size_t cap = sizeof(out);
+    char *o = out;
+    ZT_OK(NET->ops->irecv(r, 1, (void **)&o, &cap, (int[]){ 2 }, NULL, NULL, &reqs[0]));
+    ZT_OK(NET->ops->isend(s, msg, sizeof(msg), 2, NULL, NULL, &reqs[1]));
+    for (int left = 2, i = 0; left && i < 1000000; i++)
+        for (int k = 0; k < 2; k++) {
+            int done = 0;
+            if (!reqs[k]) continue;
+            ZT_OK(NET->ops->test(reqs[k], &done, NULL));
+            if (done) reqs[k] = NULL, left--;
+        }
+    ZT_ASSERT(!reqs[0] && !reqs[1]);
+    ZT_EQ_STR(out, msg);
+    NET->ops->closeSend(s);
+    NET->ops->closeRecv(r);
+    NET->ops->closeListen(lc);
+}
+
+/* The selection rules: by name, case-insensitive; an unknown name is an error naming it. */
+ZT_TEST(select_by_name)
+{
+    const struct zn_net *n = NULL;
+    setenv("ZINC_NET", "socket", 1);
+    zn_params_reload();
+    ZT_OK(zn_net_select(&n));
+    ZT_EQ_STR(n->name, "Socket");
+    setenv("ZINC_NET", "nonesuch", 1);
+    zn_params_reload();
+    ZT_ASSERT(zn_net_select(&n) != ncclSuccess);
+    ZT_ASSERT(strstr(zn_last_error(), "nonesuch") != NULL);
+    unsetenv("ZINC_NET");
+    zn_params_reload();
+}
+
+int main(void)
+{
+    if (zn_net_select(&NET) != ncclSuccess) {
+        fprintf(stderr, "no net: %s\n", zn_last_error());
+        return 1;
+    }
+    if (NET->plugin_version != 0 || strcmp(NET->name, "Socket") != 0) {
+        fprintf(stderr, "expected the built-in Socket net first, got %s (plugin v%d)\n", NET->name,
+                NET->plugin_version);
+        return 1;
+    }
+    int failed = nt_run_suite(NET->ops, NET->ctx, zn_last_error);
+    static const struct zt_case cases[] = { ZT_CASE(stranger_rejected), ZT_CASE(select_by_name) };
+    failed += zt_run(cases, 2);
+    return failed ? 1 : 0;
+}
