@@ -8,6 +8,7 @@
  *   zinc-info algos      only the algorithms
  */
 #include "algo/algo.h"
+#include "net/net.h"
 #include "transport/peer.h"
 #include "transport/transport.h"
 #include "util/param.h"
@@ -69,11 +70,34 @@ static void print_topology(void)
                                               : "not built (host communicators only)");
 }
 
+/* The nets of the registry (plugin nets first) and their devices. */
+static void print_nets(void)
+{
+    int n = zn_net_count();
+    printf("Nets (ZINC_NET / NCCL_NET picks one by name; NCCL_NET_PLUGIN loads a plugin):\n");
+    if (n == 0) printf("  none usable\n");
+    for (int i = 0; i < n; i++) {
+        const struct zn_net *net = zn_net_get(i);
+        char from[32] = "built in";
+        if (net->plugin_version)
+            snprintf(from, sizeof(from), "plugin, ncclNetPlugin_v%d", net->plugin_version);
+        printf("  %-10s %s, %d device(s)\n", net->name, from, net->ndev);
+        for (int d = 0; d < net->ndev; d++) {
+            ncclNetProperties_t p;
+            if (net->ops->getProperties(d, &p) != ncclSuccess) continue;
+            printf("    dev %d: %s, %d Mb/s, memory:%s%s%s, maxRecvs %d\n", d,
+                   p.name ? p.name : "?", p.speed, p.ptrSupport & NCCL_PTR_HOST ? " host" : "",
+                   p.ptrSupport & NCCL_PTR_CUDA ? " cuda" : "",
+                   p.ptrSupport & NCCL_PTR_DMABUF ? " dmabuf" : "", p.maxRecvs);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "all";
     if (!strcmp(what, "-h") || !strcmp(what, "--help")) {
-        printf("usage: zinc-info [all|params|algos|topology]\n");
+        printf("usage: zinc-info [all|params|algos|topology|nets]\n");
         return 0;
     }
     int all = !strcmp(what, "all");
@@ -82,6 +106,10 @@ int main(int argc, char **argv)
                NCCL_PATCH);
     if (all || !strcmp(what, "topology")) {
         print_topology();
+        printf("\n");
+    }
+    if (all || !strcmp(what, "nets")) {
+        print_nets();
         printf("\n");
     }
     if (all || !strcmp(what, "algos")) {

@@ -45,9 +45,10 @@ static void add_net(const ncclNet_t *ops, int plugin_version)
     zn_clear_last_error(); /* a plugin reports through its logger, not zn_error */
     ncclResult_t r = ops->init(&n->ctx, 0, &cfg, zn_net_logger, NULL);
     if (r != ncclSuccess) {
-        zn_warn(ZN_NET, "net %s%s: init failed (%s: %s); skipping it", ops->name,
-                plugin_version ? " (plugin)" : "", zn_result_str(r),
-                zn_last_error()[0] ? zn_last_error() : "see its own messages above");
+        const char *why = zn_last_error();
+        zn_warn(ZN_NET, "net %s%s: init failed: %s%s; skipping it", ops->name,
+                plugin_version ? " (plugin)" : "", why[0] ? why : zn_result_str(r),
+                why[0] ? "" : " (its own log lines at ZINC_DEBUG=INFO say more)");
         return;
     }
     int ndev = 0;

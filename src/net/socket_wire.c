@@ -70,6 +70,7 @@ int zn_nsock_hello_decode(const uint8_t *buf, size_t len, uint64_t want_magic,
 {
     if (len != ZN_NSOCK_HELLO_LEN || get32(buf) != ZN_NSOCK_HELLO_LEN) return -EPROTO;
     if (get16(buf + 4) != ZN_NSOCK_VERSION) return -EPROTO;
+    if (get16(buf + 26) != 0 || get32(buf + 28) != 0) return -EPROTO; /* reserved: zero in v1 */
     struct zn_nsock_hello tmp = {
         .stream = get16(buf + 6),
         .magic = get64(buf + 8),
@@ -96,6 +97,7 @@ int zn_nsock_hdr_decode(const uint8_t *buf, size_t len, uint64_t max_size, struc
 {
     if (len != ZN_NSOCK_HDR_LEN || get32(buf) != ZN_NSOCK_HDR_LEN) return -EPROTO;
     if (get16(buf + 4) != ZN_NSOCK_VERSION || get16(buf + 6) != ZN_NSOCK_KIND_MSG) return -EPROTO;
+    if (get32(buf + 12) != 0) return -EPROTO; /* reserved: zero in v1 */
     uint64_t size = get64(buf + 16);
     if (size > max_size) return -EMSGSIZE;
     h->tag = (int32_t)get32(buf + 8);

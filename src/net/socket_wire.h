@@ -14,7 +14,7 @@
  *
  *   0         4        6        8               16              24       26       28    32
  *   +---------+--------+--------+---------------+---------------+--------+--------+-----+
- *   | len=32  | version| stream | magic         | conn_id       | nstrm  | flags  | 0   |
+ *   | len=32  | version| stream | magic         | conn_id       | nstrm  | 0      | 0   |
  *   +---------+--------+--------+---------------+---------------+--------+--------+-----+
  *
  * Message header: sent on the control stream (stream 0) before each message's payload; the

@@ -3,7 +3,7 @@
  * (libnccl-net-zinc.so, from its own directory), takes its ncclNetPlugin_v10 table and exports
  * one of its own that forwards every call and counts it. Exporting v10 (not v11) makes zinc's
  * loader go through its adapter for older plugins. zn_test_count_plugin_calls(slot) reports a
- * count.
+ * count. With ZN_TEST_COUNT_PLUGIN_FAIL_INIT set, init fails.
  */
 #define _GNU_SOURCE
 #include "net/nccl_net.h"
@@ -12,16 +12,17 @@
 #include <libgen.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
 static const ncclNet_v10_t *inner;
 
-#define SLOTS(X)                                                                       \
-    X(init)                                                                            \
-    X(listen) X(connect) X(accept) X(isend) X(irecv) X(test) X(closeSend) X(closeRecv) \
-        X(closeListen)
+#define SLOTS(X) \
+    X(init)      \
+    X(listen)    \
+    X(connect) X(accept) X(isend) X(irecv) X(test) X(closeSend) X(closeRecv) X(closeListen)
 #define X(s) static atomic_long n_##s;
 SLOTS(X)
 #undef X
@@ -38,6 +39,10 @@ EXPORT long zn_test_count_plugin_calls(const char *slot)
 static ncclResult_t c_init(ncclDebugLogger_t log, ncclProfilerCallback_t prof)
 {
     atomic_fetch_add(&n_init, 1);
+    if (getenv("ZN_TEST_COUNT_PLUGIN_FAIL_INIT")) { /* for net_plugin_init_fails */
+        log(NCCL_LOG_INFO, NCCL_NET, __FILE__, __LINE__, "count plugin: asked to fail init");
+        return ncclSystemError;
+    }
     if (!inner) {
         Dl_info info;
         char path[4096];
