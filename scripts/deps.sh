@@ -23,6 +23,7 @@ if [ "$what" = test ]; then
 fi
 if [ "$what" = bench ]; then
     have_cmd mpicc || need+=(openmpi-bin libopenmpi-dev)
+    have_cmd iperf3 || need+=(iperf3)                # bench/net-vs-iperf.sh
     echo '#include <gloo/allreduce_ring.h>' | g++ -x c++ -E - >/dev/null 2>&1 || need+=(libgloo-dev)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
