@@ -18,18 +18,35 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static ncclResult_t comm_error(struct nsock_comm *c, int err, const char *what)
+/* The comm is unusable from now on: remember the error that said why (logged once, where it
+ * was detected), so that later calls can repeat it. */
+static ncclResult_t comm_fail(struct nsock_comm *c, ncclResult_t r)
 {
     c->failed = 1;
+    snprintf(c->errmsg, sizeof(c->errmsg), "%s", zn_last_error());
+    return r;
+}
+
+static ncclResult_t comm_failed(struct nsock_comm *c)
+{
+    zn_set_last_error(c->errmsg);
+    return ncclRemoteError;
+}
+
+static ncclResult_t comm_error(struct nsock_comm *c, int err, const char *what)
+{
     if (err == -EPIPE || err == -ECONNRESET)
-        return zn_error(ncclRemoteError, ZN_NET,
-                        "socket net: connection to %s closed by the peer during %s", c->peer, what);
-    return zn_error(ncclRemoteError, ZN_NET, "socket net: %s on the connection to %s failed: %s",
-                    what, c->peer, strerror(-err));
+        return comm_fail(c, zn_error(ncclRemoteError, ZN_NET,
+                                     "socket net: connection to %s closed by the peer during %s",
+                                     c->peer, what));
+    return comm_fail(c, zn_error(ncclRemoteError, ZN_NET,
+                                 "socket net: %s on the connection to %s failed: %s", what, c->peer,
+                                 strerror(-err)));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -199,9 +216,7 @@ ncclResult_t zn_nsock_isend(void *comm, void *data, size_t size, int tag, void *
 {
     struct nsock_comm *c = comm;
     *request = NULL;
-    if (c->failed)
-        return zn_error(ncclRemoteError, ZN_NET, "socket net: the connection to %s has failed",
-                        c->peer);
+    if (c->failed) return comm_failed(c);
     struct nsock_req *r = req_alloc(c);
     if (!r) return ncclSuccess; /* NCCL_NET_MAX_REQUESTS in flight: try again */
     r->n = 1;
@@ -221,9 +236,7 @@ ncclResult_t zn_nsock_irecv(void *comm, int n, void **data, size_t *sizes, int *
     if (n < 1 || n > NSOCK_MAX_RECVS)
         return zn_error(ncclInvalidArgument, ZN_NET,
                         "socket net: irecv of %d buffers (1 to %d, maxRecvs)", n, NSOCK_MAX_RECVS);
-    if (c->failed)
-        return zn_error(ncclRemoteError, ZN_NET, "socket net: the connection to %s has failed",
-                        c->peer);
+    if (c->failed) return comm_failed(c);
     struct nsock_req *r = req_alloc(c);
     if (!r) return ncclSuccess;
     r->n = n;
@@ -281,29 +294,28 @@ static int recv_match(struct nsock_comm *c, struct nsock_req *r, ncclResult_t *r
     struct zn_nsock_hdr h;
     int rc = zn_nsock_hdr_decode(c->hdr, ZN_NSOCK_HDR_LEN, NCCL_MAX_NET_SIZE_BYTES, &h);
     if (rc != 0) {
-        c->failed = 1;
-        *res =
-            zn_error(ncclRemoteError, ZN_NET, "socket net: malformed message header from %s (%s)",
-                     c->peer, strerror(-rc));
+        *res = comm_fail(c, zn_error(ncclRemoteError, ZN_NET,
+                                     "socket net: malformed message header from %s (%s)", c->peer,
+                                     strerror(-rc)));
         return 0;
     }
     int e = -1;
     for (int i = 0; i < r->n && e < 0; i++)
         if (!r->matched[i] && r->tag[i] == h.tag) e = i;
     if (e < 0) {
-        c->failed = 1;
-        *res = zn_error(
-            ncclInvalidUsage, ZN_NET,
-            "socket net: a message with tag %d from %s matches no buffer of the posted receive",
-            h.tag, c->peer);
+        *res = comm_fail(
+            c, zn_error(ncclInvalidUsage, ZN_NET,
+                        "socket net: a message with tag %d from %s matches no buffer of the "
+                        "posted receive",
+                        h.tag, c->peer));
         return 0;
     }
     if (h.size > r->cap[e]) {
-        c->failed = 1;
-        *res = zn_error(ncclInvalidUsage, ZN_NET,
+        *res = comm_fail(
+            c, zn_error(ncclInvalidUsage, ZN_NET,
                         "socket net: a message of %llu bytes (tag %d) from %s is larger than the "
                         "posted receive of %zu bytes",
-                        (unsigned long long)h.size, h.tag, c->peer, r->cap[e]);
+                        (unsigned long long)h.size, h.tag, c->peer, r->cap[e]));
         return 0;
     }
     r->matched[e] = 1;
@@ -364,9 +376,7 @@ ncclResult_t zn_nsock_test(void *request, int *done, int *sizes)
     struct nsock_req *r = request;
     struct nsock_comm *c = r->comm;
     *done = 0;
-    if (c->failed)
-        return zn_error(ncclRemoteError, ZN_NET, "socket net: the connection to %s has failed",
-                        c->peer);
+    if (c->failed) return comm_failed(c);
     ZN_CHECK(progress(c));
     if (!r->ctrl_done || atomic_load(&r->tasks_left) != 0) return ncclSuccess;
     *done = 1;

@@ -15,6 +15,7 @@
 
 #include "net/nccl_net.h"
 #include "net/socket_wire.h"
+#include "util/err.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -78,7 +79,8 @@ struct nsock_comm {
     unsigned next_stream;
     atomic_int error; /* 0 or a negative errno seen by a helper thread */
     atomic_int err_stream;
-    int failed; /* set once an error was reported: every later call fails */
+    int failed;                 /* set once an error was reported: every later call fails */
+    char errmsg[ZN_ERRMSG_MAX]; /* that error, repeated (not logged again) by later calls */
 
     struct nsock_req reqs[NSOCK_MAX_REQUESTS];
     int order[NSOCK_MAX_REQUESTS]; /* slots waiting for the control stream, oldest first */

@@ -14,7 +14,7 @@ echo "install_test: cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; exit 1; }
 bad=0
 for f in include/nccl.h include/zinc.h lib/libnccl.so lib/libnccl.so.2 lib/libnccl_static.a \
-         bin/zinc-run bin/zinc-perf bin/zinc-info lib/pkgconfig/nccl.pc lib/pkgconfig/zinc.pc \
+         lib/libnccl-net-zinc.so bin/zinc-run bin/zinc-perf bin/zinc-info lib/pkgconfig/nccl.pc lib/pkgconfig/zinc.pc \
          lib/cmake/zinc/zincConfig.cmake lib/cmake/zinc/zincConfigVersion.cmake; do
     [ -e "$prefix/$f" ] || { echo "install_test: FAIL: $f was not installed"; bad=1; }
 done
