@@ -516,10 +516,18 @@ static ncclResult_t nsock_irecv_consumed(void *comm, int n, void *request)
                     "socket net: no device offload (irecvConsumed is not supported)");
 }
 
+/* A virtual device of one physical device is that device (a caller may ask for one per NIC);
+ * merging several is not supported: the socket net has one device. */
 static ncclResult_t nsock_make_vdevice(int *d, ncclNetVDeviceProps_t *props)
 {
-    return zn_error(ncclInvalidUsage, ZN_NET,
-                    "socket net: virtual devices (makeVDevice) are not supported");
+    if (props->ndevs != 1)
+        return zn_error(
+            ncclInvalidUsage, ZN_NET,
+            "socket net: cannot merge %d devices into a virtual device (it has one device)",
+            props->ndevs);
+    ZN_CHECK(check_dev(props->devs[0]));
+    *d = props->devs[0];
+    return ncclSuccess;
 }
 
 static ncclResult_t nsock_set_net_attr(void *ctx, ncclNetAttr_t *attr)

@@ -88,6 +88,17 @@ ZT_TEST(select_by_name)
     zn_params_reload();
 }
 
+/* A virtual device of the one device is that device; merging two is refused. */
+ZT_TEST(virtual_device)
+{
+    int d = -1;
+    ncclNetVDeviceProps_t one = { .ndevs = 1, .devs = { 0 } };
+    ZT_OK(NET->ops->makeVDevice(&d, &one));
+    ZT_EQ_INT(d, 0);
+    ncclNetVDeviceProps_t two = { .ndevs = 2, .devs = { 0, 0 } };
+    ZT_ASSERT(NET->ops->makeVDevice(&d, &two) != ncclSuccess);
+}
+
 int main(void)
 {
     if (zn_net_select(&NET) != ncclSuccess) {
@@ -100,7 +111,8 @@ int main(void)
         return 1;
     }
     int failed = nt_run_suite(NET->ops, NET->ctx, zn_last_error);
-    static const struct zt_case cases[] = { ZT_CASE(stranger_rejected), ZT_CASE(select_by_name) };
-    failed += zt_run(cases, 2);
+    static const struct zt_case cases[] = { ZT_CASE(stranger_rejected), ZT_CASE(select_by_name),
+                                            ZT_CASE(virtual_device) };
+    failed += zt_run(cases, (int)(sizeof(cases) / sizeof(cases[0])));
     return failed ? 1 : 0;
 }
