@@ -6,8 +6,9 @@
  * Which library: NCCL_NET_PLUGIN (or ZINC_NET_PLUGIN) = "none" loads nothing; a value with a
  * '/' is a path; another value NAME tries libnccl-net-NAME.so, then NAME itself; unset tries
  * libnccl-net.so, whose absence is normal and only noted at INFO. The newest exported
- * ncclNetPlugin_vN (v11 down to v6) is used. One plugin library per process, as in NCCL, which
- * is why the adapters keep the loaded table in file-level state.
+ * ncclNetPlugin_vN (v11 down to v6, or down from ZINC_NET_PLUGIN_VERSION) is used. One plugin
+ * library per process, as in NCCL, which is why the adapters keep the loaded table in file-level
+ * state.
  *
  * Every slot from name to closeListen has the same offset in every version (nccl_net.h), and
  * several have the same signature in all of them; the adapters forward those through the v6
@@ -295,6 +296,7 @@ int zn_net_plugin_load(const ncclNet_t **tables, int *versions, int max)
     for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
         char sym[32];
         snprintf(sym, sizeof(sym), "ncclNetPlugin_v%d", order[i]);
+        if (order[i] > zn_params()->net_plugin_version) continue;
         const void *t = dlsym(h, sym);
         if (!t) continue;
         zn_info(ZN_NET, "net plugin %s: using %s (%s)", path, sym, *(const char *const *)t);

@@ -28,6 +28,8 @@ ZN_PARAM(net,           STR,  "ZINC_NET",           "NCCL_NET",           "",
          "net to use by name (see zinc-info), e.g. Socket; default: the first usable one, plugin nets before built-in ones")
 ZN_PARAM(net_plugin,    STR,  "ZINC_NET_PLUGIN",    "NCCL_NET_PLUGIN",    "",
          "net plugin: a name (loads libnccl-net-NAME.so), a path, or none; default: libnccl-net.so if it can be loaded")
+ZN_PARAM(net_plugin_version, INT, "ZINC_NET_PLUGIN_VERSION", NULL,           "11",
+         "newest ncclNetPlugin_vN table to take from a plugin (6-11); lower values test zinc's adapters for older plugins")
 ZN_PARAM(socket_nthreads, INT, "ZINC_SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS", "0",
          "helper threads per socket-net connection (0-16); 0: the thread that polls moves the data on the control stream")
 ZN_PARAM(nsocks_perthread, INT, "ZINC_NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD", "1",
