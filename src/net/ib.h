@@ -27,7 +27,11 @@ enum {
     ZN_IB_MAX_REQS = NCCL_NET_MAX_REQUESTS, /* FIFO slots and requests per communicator */
     ZN_IB_MAX_RECVS = 8,                    /* buffers of one grouped receive */
     ZN_IB_MAX_QPS = 16,
+    ZN_IB_SENDQ = ZN_IB_MAX_REQS * ZN_IB_MAX_RECVS, /* sends waiting for their FIFO slot */
 };
+
+/* In a size the sender writes: the send was larger than the receive it matched. */
+#define ZN_IB_SIZE_REFUSED (1ull << 63)
 
 /* ---------------------------------------------------------------------------------------
  * libibverbs entry points, looked up with dlsym. Only exported names: verbs.h turns some calls
@@ -170,6 +174,7 @@ struct zn_ib_fifo_slot {
 enum zn_ib_req_type { ZN_IB_REQ_FREE = 0, ZN_IB_REQ_SEND, ZN_IB_REQ_RECV, ZN_IB_REQ_FLUSH };
 
 struct zn_ib_comm;
+struct ib_pending;
 
 struct zn_ib_req {
     enum zn_ib_req_type type;
@@ -180,6 +185,10 @@ struct zn_ib_req {
     uint64_t sizes[ZN_IB_MAX_RECVS];
     void *data; /* send: the buffer, written when the slot's sends are all posted */
     uint32_t lkey;
+    int tag;
+    ncclResult_t err; /* send: refused when matched (larger than the posted receive) */
+    /* buffers posted without a registration, registered for this request only */
+    struct zn_ib_mr *tmp_mr[ZN_IB_MAX_RECVS];
 };
 
 /* Memory both sides write into remotely, registered as one block. */
@@ -205,6 +214,10 @@ struct zn_ib_comm {
     int fd; /* the handshake socket, kept open: its hangup means the peer is gone */
     int tc; /* traffic class, -1: ZINC_IB_TC */
     int64_t next_hup_check;
+    struct ib_pending *hs; /* send: the handshake's answer, still to come */
+    /* send: requests posted but not yet matched to a FIFO slot, oldest first */
+    struct zn_ib_req *sendq[ZN_IB_SENDQ];
+    int sendq_head, sendq_n;
     uint64_t seq; /* send: next FIFO slot to consume; recv: next slot to fill */
     /* send: the requests matched to the current slot's entries */
     struct zn_ib_req *slot_reqs[ZN_IB_MAX_REQS][ZN_IB_MAX_RECVS];
@@ -224,6 +237,9 @@ ncclResult_t zn_net_ib_connect(int dev, int tc, void *handle, void **send_comm);
 ncclResult_t zn_net_ib_accept(void *listen_comm, void **recv_comm);
 ncclResult_t zn_net_ib_close_listen(void *listen_comm);
 void zn_net_ib_comm_free(struct zn_ib_comm *c);
+/* The sender's side of the handshake after connect() returned: reads the answer and brings
+ * the QPs to RTS. Called by isend and test until c->hs is NULL. */
+ncclResult_t zn_net_ib_conn_progress(struct zn_ib_comm *c);
 /* Parameters the connection uses, chosen once (ib_conn.c). */
 int zn_net_ib_qps_per_conn(void);
 
@@ -231,6 +247,6 @@ int zn_net_ib_qps_per_conn(void);
 void zn_net_ib_comm_live(struct zn_ib_comm *c, int live);
 
 /* The net (ib_data.c): NCCL 2.28's newest table. */
-extern const ncclNet_v11_t zn_net_ib_v11;
+extern const ncclNet_t zn_net_ib;
 
 #endif

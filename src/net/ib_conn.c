@@ -120,6 +120,7 @@ void zn_net_ib_comm_free(struct zn_ib_comm *c)
 {
     if (!c) return;
     zn_net_ib_comm_live(c, 0);
+    free(c->hs);
     for (int i = 0; i < c->nqps; i++)
         if (c->qps[i]) zn_ibv.destroy_qp(c->qps[i]);
     if (c->flush_qp) zn_ibv.destroy_qp(c->flush_qp);
@@ -205,6 +206,7 @@ _Static_assert(sizeof(struct ib_handle) <= NCCL_NET_HANDLE_MAXSIZE, "IB handle t
 /* A handshake in progress: the message to send and the one being received. */
 struct ib_pending {
     struct zn_ib_comm *comm;
+    uint64_t magic;
     int fd;
     int stage;
     uint8_t out[ZN_IB_WIRE_BYTES];
@@ -327,23 +329,36 @@ static ncclResult_t connect_start(struct ib_handle *h, int dev)
     return ncclSuccess;
 }
 
-/* Stages: 0 connecting, 1 sending ours, 2 receiving theirs, 3 sending the ready byte. */
-static ncclResult_t connect_step(struct ib_pending *p, uint64_t magic, int *ready)
+/* Stages: 0 connecting, 1 sending ours; connect() returns the comm then. Stage 2, receiving
+ * the receiver's answer and bringing the QPs up, runs from the comm's isend/test
+ * (zn_net_ib_conn_progress): the receiver answers from accept(), which NCCL may call much
+ * later (or, with both ends in one thread, only after connect() returned). The receiver's
+ * first FIFO writes may reach the QPs before they are in RTR; the transport retries them
+ * (ZINC_IB_TIMEOUT, ZINC_IB_RETRY_CNT) until they are. */
+static ncclResult_t connect_step(struct ib_pending *p, int *sent)
 {
     int rc = 1;
-    *ready = 0;
+    *sent = 0;
     if (p->stage == 0 && (rc = zn_sock_connect_done(p->fd)) == 1) p->stage = 1, p->done = 0;
-    if (p->stage == 1 && (rc = xfer(p->fd, p->out, sizeof(p->out), &p->done, 1)) == 1)
+    if (p->stage == 1 && (rc = xfer(p->fd, p->out, sizeof(p->out), &p->done, 1)) == 1) {
         p->stage = 2, p->done = 0;
-    if (p->stage == 2 && (rc = xfer(p->fd, p->in, sizeof(p->in), &p->done, 0)) == 1) {
-        ZN_CHECK(handshake_apply(p, magic));
-        p->stage = 3, p->done = 0;
-    }
-    if (p->stage == 3) {
-        uint8_t one = 1;
-        if ((rc = xfer(p->fd, &one, 1, &p->done, 1)) == 1) *ready = 1;
+        *sent = 1;
     }
     if (rc < 0) return handshake_error(p, "connect", rc);
+    return ncclSuccess;
+}
+
+ncclResult_t zn_net_ib_conn_progress(struct zn_ib_comm *c)
+{
+    struct ib_pending *p = c->hs;
+    if (!p) return ncclSuccess;
+    int rc = xfer(p->fd, p->in, sizeof(p->in), &p->done, 0);
+    if (rc < 0) return c->failed = handshake_error(p, "connect", rc);
+    if (rc == 0) return ncclSuccess;
+    ncclResult_t res = handshake_apply(p, p->magic);
+    if (res != ncclSuccess) return c->failed = res;
+    c->hs = NULL;
+    free(p);
     return ncclSuccess;
 }
 
@@ -354,26 +369,29 @@ ncclResult_t zn_net_ib_connect(int dev, int tc, void *handle, void **send_comm)
     if (!h->pending) {
         ZN_CHECK(connect_start(h, dev));
         h->pending->comm->tc = tc;
+        h->pending->magic = h->magic;
     }
     struct ib_pending *p = h->pending;
-    int ready;
-    ncclResult_t res = connect_step(p, h->magic, &ready);
-    if (res != ncclSuccess || ready) {
+    int sent;
+    ncclResult_t res = connect_step(p, &sent);
+    if (res != ncclSuccess) {
         h->pending = NULL;
-        if (res != ncclSuccess) {
-            close(p->fd);
-            zn_net_ib_comm_free(p->comm);
-        } else {
-            p->comm->fd = p->fd; /* kept: its hangup tells test() that the peer is gone */
-            zn_net_ib_comm_live(p->comm, 1);
-            *send_comm = p->comm;
-        }
+        close(p->fd);
+        zn_net_ib_comm_free(p->comm);
         free(p);
+    } else if (sent) {
+        h->pending = NULL;
+        p->comm->fd = p->fd; /* kept: the answer comes on it, then its hangup means death */
+        p->comm->hs = p;
+        zn_net_ib_comm_live(p->comm, 1);
+        *send_comm = p->comm;
     }
     return res;
 }
 
-/* Stages: 0 accepting, 1 receiving theirs (then QPs up), 2 sending ours, 3 the ready byte. */
+/* Stages: 0 accepting, 1 receiving theirs (then QPs up), 2 sending ours. A sender that died
+ * after connecting still gets its comm: the hangup fails its first test(), which is where
+ * NCCL looks for errors of a connection. */
 static ncclResult_t accept_step(struct ib_listen *l, struct ib_pending *p, int *ready)
 {
     int rc = 1;
@@ -402,11 +420,13 @@ static ncclResult_t accept_step(struct ib_listen *l, struct ib_pending *p, int *
         zn_net_ib_wire_encode(&mine, p->out);
         p->stage = 2, p->done = 0;
     }
-    if (p->stage == 2 && (rc = xfer(p->fd, p->out, sizeof(p->out), &p->done, 1)) == 1)
-        p->stage = 3, p->done = 0;
-    if (p->stage == 3) {
-        uint8_t one;
-        if ((rc = xfer(p->fd, &one, 1, &p->done, 0)) == 1) *ready = 1;
+    if (p->stage == 2) {
+        rc = xfer(p->fd, p->out, sizeof(p->out), &p->done, 1);
+        if (rc == 1 || rc == -EPIPE || rc == -ECONNRESET) *ready = 1;
+        if (rc < 0 && *ready)
+            zn_info(ZN_NET, "NET/IB: %s left during the handshake; its connection will fail",
+                    p->peer_str);
+        if (*ready) return ncclSuccess;
     }
     if (rc < 0) return handshake_error(p, "accept", rc);
     return ncclSuccess;

@@ -248,8 +248,8 @@ static ncclResult_t post_send_group(struct zn_ib_comm *c, int slot, int n)
     memset(wr, 0, sizeof(wr));
     for (int j = 0; j < n; j++) {
         struct zn_ib_req *r = c->slot_reqs[slot][j];
-        c->sh->sizes[slot][j] = r->sizes[0];
-        if (r->sizes[0] == 0) continue;
+        c->sh->sizes[slot][j] = r->sizes[0] | (r->err ? ZN_IB_SIZE_REFUSED : 0);
+        if (r->sizes[0] == 0 || r->err) continue;
         sge[k] = (struct ibv_sge){ (uintptr_t)r->data, (uint32_t)r->sizes[0], r->lkey };
         wr[k].opcode = IBV_WR_RDMA_WRITE;
         wr[k].wr_id = WRID(WR_DATA, slot);
@@ -285,43 +285,94 @@ static ncclResult_t comm_check(struct zn_ib_comm *c)
     return c->failed;
 }
 
+/* Match queued sends, oldest first, to the FIFO slot the receiver filled last; a slot whose
+ * entries are all matched goes out as one group. A send larger than the buffer it matches is
+ * refused on both sides: its request fails here, and its size travels with a flag so that the
+ * receive fails too (rather than the receiver waiting for data that never comes). */
+static ncclResult_t send_progress(struct zn_ib_comm *c)
+{
+    if (c->hs) ZN_CHECK(zn_net_ib_conn_progress(c));
+    while (!c->hs && c->sendq_n > 0) {
+        int slot = (int)(c->seq % ZN_IB_MAX_REQS);
+        struct zn_ib_fifo_slot *s = &c->sh->fifo[slot];
+        if (atomic_load_explicit(&s->idx, memory_order_acquire) != c->seq + 1) break;
+        int n = (int)s->e[0].nreqs, j = 0;
+        if (n < 1 || n > ZN_IB_MAX_RECVS)
+            return c->failed = zn_error(ncclRemoteError, ZN_NET,
+                                        "NET/IB: %s posted a receive of %d buffers (1-%d allowed)",
+                                        c->peer, n, ZN_IB_MAX_RECVS);
+        struct zn_ib_req *r = c->sendq[c->sendq_head];
+        while (j < n && (s->e[j].tag != r->tag || c->slot_reqs[slot][j])) j++;
+        if (j == n)
+            return c->failed = zn_error(
+                       ncclInvalidUsage, ZN_NET,
+                       "NET/IB: send with tag %d to %s matches none of the %d receive(s) posted",
+                       r->tag, c->peer, n);
+        if (r->sizes[0] > s->e[j].size)
+            r->err = zn_error(ncclInvalidUsage, ZN_NET,
+                              "NET/IB: send of %llu bytes (tag %d) to %s is larger than the "
+                              "posted receive (%llu bytes)",
+                              (unsigned long long)r->sizes[0], r->tag, c->peer,
+                              (unsigned long long)s->e[j].size);
+        c->slot_reqs[slot][j] = r;
+        c->sendq_head = (c->sendq_head + 1) % ZN_IB_SENDQ;
+        c->sendq_n--;
+        if (++c->nposted == n) {
+            ZN_CHECK(post_send_group(c, slot, n));
+            c->seq++;
+            c->nposted = 0;
+        }
+    }
+    return ncclSuccess;
+}
+
+/* A buffer posted without a registration is registered (through the cache) for the request. */
+static ncclResult_t req_lkey(struct zn_ib_comm *c, struct zn_ib_req *r, int j, void *data,
+                             size_t size, void *mhandle, struct ibv_mr **mr)
+{
+    *mr = NULL;
+    if (size == 0) return ncclSuccess;
+    if (!mhandle) {
+        ZN_CHECK(ib_reg_mr(c, data, size, NCCL_PTR_HOST, &mhandle));
+        r->tmp_mr[j] = mhandle;
+    }
+    *mr = ((struct zn_ib_mr *)mhandle)->mr;
+    return ncclSuccess;
+}
+
+static void req_free(struct zn_ib_req *r)
+{
+    for (int j = 0; j < ZN_IB_MAX_RECVS; j++)
+        if (r->tmp_mr[j]) ib_dereg_mr(r->comm, r->tmp_mr[j]);
+    r->type = ZN_IB_REQ_FREE;
+}
+
+/* A send is queued at once, whether or not its receive is posted yet: it goes out when the
+ * receiver's FIFO slot arrives (checked here and in test()). */
 static ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                              void *phandle, void **request)
 {
     struct zn_ib_comm *c = send_comm;
     *request = NULL;
     ZN_CHECK(comm_check(c));
-    int slot = (int)(c->seq % ZN_IB_MAX_REQS);
-    struct zn_ib_fifo_slot *s = &c->sh->fifo[slot];
-    if (atomic_load_explicit(&s->idx, memory_order_acquire) != c->seq + 1) return ncclSuccess;
-    int n = (int)s->e[0].nreqs, j = 0;
-    if (n < 1 || n > ZN_IB_MAX_RECVS)
-        return c->failed = zn_error(ncclRemoteError, ZN_NET,
-                                    "NET/IB: %s posted a receive of %d buffers (1-%d allowed)",
-                                    c->peer, n, ZN_IB_MAX_RECVS);
-    while (j < n && (s->e[j].tag != tag || c->slot_reqs[slot][j])) j++;
-    if (j == n)
-        return zn_error(ncclInvalidUsage, ZN_NET,
-                        "NET/IB: send with tag %d to %s matches none of the %d receive(s) posted",
-                        tag, c->peer, n);
-    if (size > s->e[j].size)
-        return zn_error(ncclInvalidUsage, ZN_NET,
-                        "NET/IB: send of %zu bytes (tag %d) to %s exceeds the %llu bytes posted",
-                        size, tag, c->peer, (unsigned long long)s->e[j].size);
+    if (c->sendq_n == ZN_IB_SENDQ) return send_progress(c); /* full: try again */
     struct zn_ib_req *r = req_alloc(c, ZN_IB_REQ_SEND);
-    if (!r) return ncclSuccess; /* every request in use: the caller tries again */
+    if (!r) return send_progress(c);
+    struct ibv_mr *mr;
+    ncclResult_t res = req_lkey(c, r, 0, data, size, mhandle, &mr);
+    if (res != ncclSuccess) {
+        req_free(r);
+        return res;
+    }
     r->n = 1;
     r->sizes[0] = size;
     r->data = data;
-    r->lkey = mhandle ? ((struct zn_ib_mr *)mhandle)->mr->lkey : 0;
-    c->slot_reqs[slot][j] = r;
-    if (++c->nposted == n) {
-        ZN_CHECK(post_send_group(c, slot, n));
-        c->seq++;
-        c->nposted = 0;
-    }
+    r->tag = tag;
+    r->lkey = mr ? mr->lkey : 0;
+    c->sendq[(c->sendq_head + c->sendq_n) % ZN_IB_SENDQ] = r;
+    c->sendq_n++;
     *request = r;
-    return ncclSuccess;
+    return send_progress(c);
 }
 
 /* Announce the buffers in the sender's FIFO: the entries, then (same QP, so after them) the
@@ -368,17 +419,22 @@ static ncclResult_t ib_irecv(void *recv_comm, int n, void **data, size_t *sizes,
     r->idx = c->seq;
     struct zn_ib_fifo_slot *st = &c->sh->stage[slot];
     for (int j = 0; j < n; j++) {
-        struct zn_ib_mr *m = mhandles ? mhandles[j] : NULL;
+        struct ibv_mr *mr;
+        ncclResult_t res = req_lkey(c, r, j, data[j], sizes[j], mhandles ? mhandles[j] : NULL, &mr);
+        if (res != ncclSuccess) {
+            req_free(r);
+            return res;
+        }
         st->e[j] = (struct zn_ib_fifo_entry){ .addr = (uintptr_t)data[j],
                                               .size = sizes[j],
-                                              .rkey = m ? m->mr->rkey : 0,
+                                              .rkey = mr ? mr->rkey : 0,
                                               .tag = tags[j],
                                               .nreqs = (uint32_t)n };
     }
     atomic_store(&st->idx, c->seq + 1);
     ncclResult_t res = post_fifo(c, slot, n);
     if (res != ncclSuccess) {
-        r->type = ZN_IB_REQ_FREE;
+        req_free(r);
         return res;
     }
     c->recv_reqs[slot] = r;
@@ -414,7 +470,7 @@ static ncclResult_t ib_iflush(void *recv_comm, int n, void **data, int *sizes, v
     wr.wr.rdma.rkey = ((struct zn_ib_mr *)mhandles[last])->mr->rkey;
     ncclResult_t res = post(c, c->flush_qp, &wr);
     if (res != ncclSuccess) {
-        r->type = ZN_IB_REQ_FREE;
+        req_free(r);
         return res;
     }
     *request = r;
@@ -446,7 +502,17 @@ static ncclResult_t wc_recv(struct zn_ib_comm *c, const struct ibv_wc *wc)
         return c->failed =
                    zn_error(ncclRemoteError, ZN_NET,
                             "NET/IB: %s completed receive %u, which is not posted", c->peer, idx);
-    for (int j = 0; j < r->n; j++) r->sizes[j] = c->sh->sizes[slot][j];
+    for (int j = 0; j < r->n; j++) {
+        uint64_t v = c->sh->sizes[slot][j];
+        r->sizes[j] = v & ~ZN_IB_SIZE_REFUSED;
+        if (v & ZN_IB_SIZE_REFUSED)
+            return c->failed = zn_error(ncclInvalidUsage, ZN_NET,
+                                        "NET/IB: a message of %llu bytes from %s is larger than "
+                                        "the posted receive (%llu bytes, tag %d)",
+                                        (unsigned long long)r->sizes[j], c->peer,
+                                        (unsigned long long)c->sh->stage[slot].e[j].size,
+                                        c->sh->stage[slot].e[j].tag);
+    }
     r->done = 1;
     c->recv_reqs[slot] = NULL;
     for (int i = 0; i < c->nqps; i++) { /* give the QP its receive back */
@@ -515,14 +581,20 @@ static ncclResult_t ib_test(void *request, int *done, int *sizes)
     struct zn_ib_comm *c = r->comm;
     *done = 0;
     ZN_CHECK(comm_check(c));
+    if (c->is_send) ZN_CHECK(send_progress(c));
     if (!r->done) ZN_CHECK(poll_cq(c));
     if (!r->done) ZN_CHECK(check_hangup(c, r));
     if (!r->done) return ncclSuccess;
+    if (r->err) {
+        ncclResult_t err = r->err;
+        req_free(r);
+        return err;
+    }
     *done = 1;
     if (sizes)
         for (int j = 0; j < (r->type == ZN_IB_REQ_RECV ? r->n : 1); j++)
             sizes[j] = (int)r->sizes[j];
-    r->type = ZN_IB_REQ_FREE;
+    req_free(r);
     return ncclSuccess;
 }
 
@@ -612,8 +684,12 @@ static ncclResult_t ib_accept(void *listen_comm, void **recv_comm,
     return zn_net_ib_accept(listen_comm, recv_comm);
 }
 
+/* Requests still open release their temporary registrations with the comm. */
 static ncclResult_t ib_close(void *comm)
 {
+    struct zn_ib_comm *c = comm;
+    for (size_t i = 0; i < sizeof(c->reqs) / sizeof(c->reqs[0]); i++)
+        if (c->reqs[i].type != ZN_IB_REQ_FREE) req_free(&c->reqs[i]);
     zn_net_ib_comm_free(comm);
     return ncclSuccess;
 }
@@ -646,7 +722,7 @@ static ncclResult_t ib_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr)
     return ncclSuccess; /* hints only; the IB net has no per-communicator tuning */
 }
 
-const ncclNet_v11_t zn_net_ib_v11 = {
+const ncclNet_t zn_net_ib = {
     .name = "IB",
     .init = ib_init,
     .devices = ib_devices,

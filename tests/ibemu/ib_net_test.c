@@ -36,7 +36,7 @@
         }                                                                                       \
     } while (0)
 
-static const ncclNet_v11_t *net = &zn_net_ib_v11;
+static const ncclNet_v11_t *net = &zn_net_ib;
 enum { GUARD_S = 30 };
 
 /* ---------------------------------------------------------------------------------------
@@ -330,11 +330,14 @@ static void recv_two_child(int fd)
     net->finalize(ctx);
 }
 
-/* The sender's FIFO shows both receives: nothing the receiver does later can stop a send. */
+/* The sender's FIFO shows both receives: nothing the receiver does later can stop a send.
+ * (The sender's QPs come up as its side of the handshake progresses.) */
 static void wait_fifo(struct zn_ib_comm *c)
 {
     for (time_t end = time(NULL) + GUARD_S;; deadline_check(end))
-        if (atomic_load(&c->sh->fifo[0].idx) == 1 && atomic_load(&c->sh->fifo[1].idx) == 2) return;
+        if (zn_net_ib_conn_progress(c) == ncclSuccess && !c->hs &&
+            atomic_load(&c->sh->fifo[0].idx) == 1 && atomic_load(&c->sh->fifo[1].idx) == 2)
+            return;
 }
 
 static void test_fault(void)
