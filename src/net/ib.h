@@ -215,6 +215,8 @@ struct zn_ib_comm {
     int tc; /* traffic class, -1: ZINC_IB_TC */
     int64_t next_hup_check;
     struct ib_pending *hs; /* send: the handshake's answer, still to come */
+    int peer_ready;        /* recv: the sender's QPs are up */
+    uint64_t announced;    /* recv: receives whose FIFO entries are posted (<= seq) */
     /* send: requests posted but not yet matched to a FIFO slot, oldest first */
     struct zn_ib_req *sendq[ZN_IB_SENDQ];
     int sendq_head, sendq_n;
@@ -240,6 +242,9 @@ void zn_net_ib_comm_free(struct zn_ib_comm *c);
 /* The sender's side of the handshake after connect() returned: reads the answer and brings
  * the QPs to RTS. Called by isend and test until c->hs is NULL. */
 ncclResult_t zn_net_ib_conn_progress(struct zn_ib_comm *c);
+/* The receiver's side: 1 once the sender said its QPs are up (and FIFO writes may go), 0 not
+ * yet, or a negative errno (-EPIPE: the sender is gone). */
+int zn_net_ib_peer_ready(struct zn_ib_comm *c);
 /* Parameters the connection uses, chosen once (ib_conn.c). */
 int zn_net_ib_qps_per_conn(void);
 

@@ -329,12 +329,12 @@ static ncclResult_t connect_start(struct ib_handle *h, int dev)
     return ncclSuccess;
 }
 
-/* Stages: 0 connecting, 1 sending ours; connect() returns the comm then. Stage 2, receiving
- * the receiver's answer and bringing the QPs up, runs from the comm's isend/test
- * (zn_net_ib_conn_progress): the receiver answers from accept(), which NCCL may call much
- * later (or, with both ends in one thread, only after connect() returned). The receiver's
- * first FIFO writes may reach the QPs before they are in RTR; the transport retries them
- * (ZINC_IB_TIMEOUT, ZINC_IB_RETRY_CNT) until they are. */
+/* Stages: 0 connecting, 1 sending ours; connect() returns the comm then. Stages 2 (receiving
+ * the receiver's answer and bringing the QPs up) and 3 (the ready byte) run from the comm's
+ * isend/test (zn_net_ib_conn_progress): the receiver answers from accept(), which NCCL may
+ * call much later (or, with both ends in one thread, only after connect() returned). The
+ * receiver announces no buffer before the ready byte, so its FIFO writes never meet QPs that
+ * are not yet in RTR, however late the sender gets to it. */
 static ncclResult_t connect_step(struct ib_pending *p, int *sent)
 {
     int rc = 1;
@@ -352,14 +352,34 @@ ncclResult_t zn_net_ib_conn_progress(struct zn_ib_comm *c)
 {
     struct ib_pending *p = c->hs;
     if (!p) return ncclSuccess;
-    int rc = xfer(p->fd, p->in, sizeof(p->in), &p->done, 0);
+    int rc = 1;
+    if (p->stage == 2 && (rc = xfer(p->fd, p->in, sizeof(p->in), &p->done, 0)) == 1) {
+        ncclResult_t res = handshake_apply(p, p->magic);
+        if (res != ncclSuccess) return c->failed = res;
+        p->stage = 3, p->done = 0;
+    }
+    if (p->stage == 3) {
+        uint8_t one = 1;
+        rc = xfer(p->fd, &one, 1, &p->done, 1);
+    }
     if (rc < 0) return c->failed = handshake_error(p, "connect", rc);
-    if (rc == 0) return ncclSuccess;
-    ncclResult_t res = handshake_apply(p, p->magic);
-    if (res != ncclSuccess) return c->failed = res;
-    c->hs = NULL;
-    free(p);
+    if (p->stage == 3 && rc == 1) {
+        c->hs = NULL;
+        free(p);
+    }
     return ncclSuccess;
+}
+
+/* The receiver's side: 1 once the sender's ready byte arrived, 0 before, <0 errno. */
+int zn_net_ib_peer_ready(struct zn_ib_comm *c)
+{
+    if (c->peer_ready) return 1;
+    uint8_t b;
+    size_t n = 0;
+    int rc = zn_sock_recv_some(c->fd, &b, 1, &n);
+    if (rc < 0) return rc;
+    c->peer_ready = n == 1;
+    return c->peer_ready;
 }
 
 ncclResult_t zn_net_ib_connect(int dev, int tc, void *handle, void **send_comm)

@@ -377,9 +377,11 @@ static ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, 
 
 /* Announce the buffers in the sender's FIFO: the entries, then (same QP, so after them) the
  * slot's index. */
-static ncclResult_t post_fifo(struct zn_ib_comm *c, int slot, int n)
+static ncclResult_t post_fifo(struct zn_ib_comm *c, uint64_t seq)
 {
+    int slot = (int)(seq % ZN_IB_MAX_REQS);
     struct zn_ib_fifo_slot *st = &c->sh->stage[slot];
+    int n = (int)st->e[0].nreqs;
     uint64_t remote = c->peer_addr + (uint64_t)slot * sizeof(struct zn_ib_fifo_slot);
     struct ibv_sge sge[2] = {
         { (uintptr_t)st->e, (uint32_t)(n * sizeof(st->e[0])), c->sh_mr->lkey },
@@ -387,9 +389,11 @@ static ncclResult_t post_fifo(struct zn_ib_comm *c, int slot, int n)
     };
     struct ibv_send_wr wr[2];
     memset(wr, 0, sizeof(wr));
-    wr[0] = (struct ibv_send_wr){
-        .sg_list = &sge[0], .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE, .next = &wr[1]
-    };
+    wr[0] = (struct ibv_send_wr){ .wr_id = WRID(WR_FIFO, slot),
+                                  .sg_list = &sge[0],
+                                  .num_sge = 1,
+                                  .opcode = IBV_WR_RDMA_WRITE,
+                                  .next = &wr[1] };
     wr[0].wr.rdma.remote_addr = remote;
     wr[0].wr.rdma.rkey = c->peer_rkey;
     wr[1] = (struct ibv_send_wr){ .wr_id = WRID(WR_FIFO, slot),
@@ -399,7 +403,28 @@ static ncclResult_t post_fifo(struct zn_ib_comm *c, int slot, int n)
                                   .send_flags = IBV_SEND_SIGNALED };
     wr[1].wr.rdma.remote_addr = remote + offsetof(struct zn_ib_fifo_slot, idx);
     wr[1].wr.rdma.rkey = c->peer_rkey;
-    return post(c, c->qps[c->seq % (uint64_t)c->nqps], wr);
+    return post(c, c->qps[seq % (uint64_t)c->nqps], wr);
+}
+
+static ncclResult_t peer_closed(struct zn_ib_comm *c)
+{
+    return c->failed = zn_error(ncclRemoteError, ZN_NET,
+                                "NET/IB: %s:%d: connection with %s closed by the peer (process "
+                                "exited or closed its communicator) with requests in flight",
+                                c->dev->name, c->dev->port, c->peer);
+}
+
+/* Announce the receives posted so far, once the sender's QPs are up (its ready byte). */
+static ncclResult_t recv_progress(struct zn_ib_comm *c)
+{
+    if (c->announced == c->seq) return ncclSuccess;
+    int rc = zn_net_ib_peer_ready(c);
+    if (rc == -EPIPE || rc == -ECONNRESET) return peer_closed(c);
+    if (rc < 0)
+        return c->failed = zn_error(ncclSystemError, ZN_NET, "NET/IB: handshake with %s: %s",
+                                    c->peer, strerror(-rc));
+    for (; rc == 1 && c->announced < c->seq; c->announced++) ZN_CHECK(post_fifo(c, c->announced));
+    return ncclSuccess;
 }
 
 static ncclResult_t ib_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
@@ -432,14 +457,12 @@ static ncclResult_t ib_irecv(void *recv_comm, int n, void **data, size_t *sizes,
                                               .nreqs = (uint32_t)n };
     }
     atomic_store(&st->idx, c->seq + 1);
-    ncclResult_t res = post_fifo(c, slot, n);
-    if (res != ncclSuccess) {
-        req_free(r);
-        return res;
-    }
     c->recv_reqs[slot] = r;
     c->seq++;
     *request = r;
+    /* A failure to announce it (the sender gone) is kept in c->failed and reported by test(),
+     * where NCCL looks for a request's fate. */
+    (void)recv_progress(c);
     return ncclSuccess;
 }
 
@@ -569,10 +592,7 @@ static ncclResult_t check_hangup(struct zn_ib_comm *c, const struct zn_ib_req *r
         return ncclSuccess;
     ZN_CHECK(poll_cq(c)); /* what completed before the peer left still counts */
     if (r->done) return ncclSuccess;
-    return c->failed = zn_error(ncclRemoteError, ZN_NET,
-                                "NET/IB: %s:%d: connection with %s closed by the peer (process "
-                                "exited or closed its communicator) with requests in flight",
-                                c->dev->name, c->dev->port, c->peer);
+    return peer_closed(c);
 }
 
 static ncclResult_t ib_test(void *request, int *done, int *sizes)
@@ -581,7 +601,7 @@ static ncclResult_t ib_test(void *request, int *done, int *sizes)
     struct zn_ib_comm *c = r->comm;
     *done = 0;
     ZN_CHECK(comm_check(c));
-    if (c->is_send) ZN_CHECK(send_progress(c));
+    ZN_CHECK(c->is_send ? send_progress(c) : recv_progress(c));
     if (!r->done) ZN_CHECK(poll_cq(c));
     if (!r->done) ZN_CHECK(check_hangup(c, r));
     if (!r->done) return ncclSuccess;

@@ -7,6 +7,7 @@
 #include "net/net.h"
 #include "util/err.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,17 @@ int main(void)
         return 1;
     }
     int failed = nt_run_suite(net->ops, net->ctx, zn_last_error);
-    char name[96];
-    snprintf(name, sizeof(name), "/zinc-ibemu-%s", fabric);
-    shm_unlink(name);
+    /* The fabric, and the QP segments of the peer that the suite kills. */
+    char prefix[96];
+    int n = snprintf(prefix, sizeof(prefix), "zinc-ibemu-%s", fabric);
+    DIR *d = opendir("/dev/shm");
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, prefix, (size_t)n) != 0 || (e->d_name[n] && e->d_name[n] != '-'))
+            continue;
+        char name[300];
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        shm_unlink(name);
+    }
+    if (d) closedir(d);
     return failed ? 1 : 0;
 }

@@ -12,12 +12,14 @@
  *              status, vendor error, QP and peer
  *   peerdeath  the receiving process dies: the send fails (retries exceeded, or the hangup)
  *   senderdeath  the sending process dies: a waiting receive fails instead of hanging
+ *   portdown, qpfatal  an async event (port down, QP fatal) fails the connection it touches
  */
 #include "net/ib.h"
 #include "util/err.h"
 #include "util/param.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,11 +318,22 @@ static void recv_two_child(int fd)
     static uint8_t buf[8192];
     void *mh;
     CHECK(net->regMr(rc, buf, sizeof(buf), NCCL_PTR_HOST, &mh) == ncclSuccess);
+    void *req[2];
     for (int i = 0; i < 2; i++) {
         void *d = buf + 4096 * i;
         size_t sz = 4096;
         int tag = i;
-        post_recv(rc, 1, &d, &sz, &tag, &mh);
+        req[i] = post_recv(rc, 1, &d, &sz, &tag, &mh);
+    }
+    /* Drive the receives (their FIFO entries go out once the sender's QPs are up) until the
+     * sender has seen both, or is done. */
+    for (time_t end = time(NULL) + GUARD_S;; deadline_check(end)) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 0) == 1) break;
+        for (int i = 0; i < 2; i++) {
+            int done = 0;
+            if (req[i] && (net->test(req[i], &done, NULL) != ncclSuccess || done)) req[i] = NULL;
+        }
     }
     char c;
     CHECK(read(fd, &c, 1) == 1); /* the sender has seen both receives (or is done) */
@@ -433,6 +446,44 @@ static void remove_fabric(const char *fabric)
     if (d) closedir(d);
 }
 
+/* Both ends in this process (connect and accept never block). */
+static void loop_pair(void *ctx, void **sc, void **rc)
+{
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    void *lc = NULL;
+    *sc = *rc = NULL;
+    CHECK(net->listen(ctx, 0, handle, &lc) == ncclSuccess);
+    for (time_t end = time(NULL) + GUARD_S; !*sc || !*rc; deadline_check(end)) {
+        if (!*sc) CHECK(net->connect(ctx, 0, handle, sc, NULL) == ncclSuccess);
+        if (!*rc) CHECK(net->accept(lc, rc, NULL) == ncclSuccess);
+    }
+    CHECK(net->closeListen(lc) == ncclSuccess);
+}
+
+/* An async event (ZINC_IBEMU_FAULT=portdown=1 or qpfatal=1: the port goes down, or the QP of
+ * the first completion takes a fatal error) fails a receive that waits on the connection. */
+static void test_async(void)
+{
+    void *ctx = net_open(), *sc, *rc, *mh;
+    loop_pair(ctx, &sc, &rc);
+    for (time_t end = time(NULL) + GUARD_S; ((struct zn_ib_comm *)sc)->hs; deadline_check(end))
+        CHECK(zn_net_ib_conn_progress(sc) == ncclSuccess); /* the sender's QPs up */
+    static uint8_t buf[4096];
+    void *d = buf;
+    size_t sz = sizeof(buf);
+    int tag = 3;
+    CHECK(net->regMr(rc, buf, sizeof(buf), NCCL_PTR_HOST, &mh) == ncclSuccess);
+    void *req = post_recv(rc, 1, &d, &sz, &tag, &mh); /* no send: it can only fail */
+    CHECK(wait_req(req, NULL) == ncclRemoteError);
+    const char *e = zn_last_error();
+    CHECK(strstr(e, ((struct zn_ib_comm *)rc)->peer));
+    CHECK(strstr(e, "port down") || strstr(e, "catastrophic") || strstr(e, "flushed"));
+    net->deregMr(rc, mh);
+    net->closeRecv(rc);
+    net->closeSend(sc);
+    net->finalize(ctx);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -447,6 +498,8 @@ int main(int argc, char **argv)
         { "fault", test_fault, { "ZINC_IBEMU_FAULT=wc=2:REM_ACCESS_ERR:0x99", NULL } },
         { "peerdeath", test_peerdeath, { "ZINC_IB_TIMEOUT=10", "ZINC_IB_RETRY_CNT=1", NULL } },
         { "senderdeath", test_senderdeath, { NULL } },
+        { "portdown", test_async, { "ZINC_IBEMU_FAULT=portdown=1", NULL } },
+        { "qpfatal", test_async, { "ZINC_IBEMU_FAULT=qpfatal=1", NULL } },
     };
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++) {
         if (strcmp(argv[1], modes[i].name) != 0) continue;
@@ -459,6 +512,7 @@ int main(int argc, char **argv)
         printf("ib net %s: ok\n", modes[i].name);
         return 0;
     }
-    fprintf(stderr, "usage: %s hca|wire|nodev|data|fault|peerdeath|senderdeath\n", argv[0]);
+    fprintf(stderr, "usage: %s hca|wire|nodev|data|fault|peerdeath|senderdeath|portdown|qpfatal\n",
+            argv[0]);
     return 2;
 }
