@@ -3,7 +3,10 @@
  * random magic go into the handle; connect() and accept() exchange one zn_ib_wire message each
  * way over it, bring the queue pairs through INIT -> RTR -> RTS, and the sender ends with a
  * ready byte so that the receiver knows its peer's QPs are in RTS. Both calls are non-blocking
- * state machines: they return ncclSuccess with a NULL comm until the exchange is done.
+ * state machines that return ncclSuccess with a NULL comm until their part is done: accept()
+ * until it has answered, connect() until its message is sent (the rest of the sender's side
+ * runs from its comm's isend/test, zn_net_ib_conn_progress). The socket stays open for the
+ * comm's life: its hangup is how a dead peer is noticed.
  */
 #include "net/ib.h"
 #include "util/clock.h"
