@@ -16,7 +16,11 @@
 #include <stdint.h>
 
 /* Built-in nets, in registry order (after plugin nets). The IB verbs net goes before socket. */
+#if defined(ZINC_HAVE_IBVERBS) && ZINC_HAVE_IBVERBS
+#define ZN_NET_BUILTINS(X) X(ib) X(socket)
+#else
 #define ZN_NET_BUILTINS(X) X(socket)
+#endif
 
 #define ZN_NET_MAX         8
 
@@ -47,6 +51,7 @@ void zn_net_logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 
 /* Built-in tables (one per entry of ZN_NET_BUILTINS). */
 extern const ncclNet_t zn_net_socket;
+extern const ncclNet_t zn_net_ib; /* src/net/ib*.c, built with rdma-core's headers */
 
 /* Plugin loading (plugin.c): dlopen NCCL_NET_PLUGIN (or libnccl-net.so), find the newest
  * ncclNetPlugin_vN, and return its table adapted to v11. 0 nets when there is no plugin. */

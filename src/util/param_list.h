@@ -70,4 +70,24 @@ ZN_PARAM(gpu_chunk,     SIZE, "ZINC_GPU_CHUNK",     NULL,                 "4K",
          "bytes per channel of a GPU collective (of each rank's piece in a two-shot allreduce) below which fewer channels are used")
 ZN_PARAM(gpu_ll_chunk,  SIZE, "ZINC_GPU_LL_CHUNK",  NULL,                 "2K",
          "bytes of a small (LL) allreduce per channel, 512-8K: smaller spreads a call over more thread blocks")
+ZN_PARAM(ib_disable,    BOOL, "ZINC_IB_DISABLE",    "NCCL_IB_DISABLE",    "0",
+         "1: do not use InfiniBand/RoCE verbs devices")
+ZN_PARAM(ib_hca,        STR,  "ZINC_IB_HCA",        "NCCL_IB_HCA",        "",
+         "verbs devices to use: name[:port] prefixes separated by commas (mlx5_0:1,mlx5_1); ^ excludes, = matches names exactly; default: every active port")
+ZN_PARAM(ib_gid_index,  INT,  "ZINC_IB_GID_INDEX",  "NCCL_IB_GID_INDEX",  "-1",
+         "GID index of RoCE ports; -1: the first RoCE v2 IPv4-mapped GID, else the first RoCE v2, else index 0")
+ZN_PARAM(ib_tc,         INT,  "ZINC_IB_TC",         "NCCL_IB_TC",         "0",
+         "traffic class of IB/RoCE packets (the GRH's traffic class, DSCP << 2 on RoCE)")
+ZN_PARAM(ib_sl,         INT,  "ZINC_IB_SL",         "NCCL_IB_SL",         "0",
+         "InfiniBand service level (0-15)")
+ZN_PARAM(ib_timeout,    INT,  "ZINC_IB_TIMEOUT",    "NCCL_IB_TIMEOUT",    "20",
+         "queue pair ACK timeout exponent: 4.096 us * 2^value per try (1-31)")
+ZN_PARAM(ib_retry_cnt,  INT,  "ZINC_IB_RETRY_CNT",  "NCCL_IB_RETRY_CNT",  "7",
+         "queue pair transport retries before a request fails (0-7)")
+ZN_PARAM(ib_qps_per_conn, INT, "ZINC_IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CONNECTION", "1",
+         "reliable-connected queue pairs per connection that requests are spread over (1-16)")
+ZN_PARAM(ib_dmabuf,     BOOL, "ZINC_DMABUF_ENABLE", "NCCL_DMABUF_ENABLE", "1",
+         "register GPU memory exported as dmabuf with ibv_reg_dmabuf_mr where the kernel and NIC support it")
+ZN_PARAM(ibverbs_lib,   STR,  "ZINC_IBVERBS_LIB",   NULL,                 "",
+         "tests only: load this library instead of libibverbs.so.1 (tests/ibemu's emulation)")
 /* clang-format on */

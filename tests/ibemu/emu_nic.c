@@ -299,8 +299,13 @@ static struct emu_mr *rx_check(struct emu_qp *qp, const struct emu_pkt *p, int a
 
 /* A protection error at the responder: the requester gets IBV_WC_REM_ACCESS_ERR, and the
  * responder's QP goes to error with IBV_EVENT_QP_ACCESS_ERR, as on hardware. */
-static void rx_access_error(struct emu_qp *qp, struct emu_qp_seg *peer, uint64_t msn)
+static void rx_access_error(struct emu_qp *qp, struct emu_qp_seg *peer, const struct emu_pkt *p)
 {
+    uint64_t msn = p->msn;
+    if (emu_config()->debug)
+        emu_log("QP %#x: remote access error: %s of %llu bytes at %#llx with rkey %#x",
+                qp->qp.qp_num, p->type == PKT_READ_REQ ? "read" : "write",
+                (unsigned long long)p->total, (unsigned long long)p->raddr, p->rkey);
     nak(qp, peer, msn, IBV_WC_REM_ACCESS_ERR);
     emu_qp_to_error(qp);
     emu_async_event(qp->ctx, IBV_EVENT_QP_ACCESS_ERR, &qp->qp, 0);
@@ -336,7 +341,7 @@ static int rx_admit(struct emu_qp *qp, struct emu_qp_seg *peer, const struct emu
     int access = p->type == PKT_READ_REQ ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
     qp->rx_mr = p->total ? rx_check(qp, p, access) : NULL;
     if (p->total && !qp->rx_mr) {
-        rx_access_error(qp, peer, p->msn);
+        rx_access_error(qp, peer, p);
         return 0;
     }
     if ((p->flags & PKT_IMM) && qp->rq_done == qp->rq_post) {
