@@ -81,6 +81,8 @@ ncclResult_t zn_peer_info_local(struct zn_peer_info *info)
     info->pid = (int32_t)getpid();
     info->host_hash = zn_host_hash();
     info->pid_start = proc_start_time(info->pid);
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) == 0) info->pid_ns = (uint64_t)st.st_ino;
     info->cuda_dev = -1;
     if (getrandom(&info->nonce, sizeof(info->nonce), 0) != sizeof(info->nonce))
         info->nonce = (uint64_t)info->pid_start * 0x9e3779b97f4a7c15ull ^ (uint64_t)info->pid;
@@ -113,8 +115,13 @@ ncclResult_t zn_peer_watch_create(const struct zn_tctx *ctx, struct zn_peer_watc
         const struct zn_peer_info *p = &ctx->peers[r];
         w->w[r] = (struct watched){ .pidfd = -1, .pid = p->pid, .start = p->pid_start };
         if (r == ctx->rank || p->host_hash != me || p->pid <= 0) continue;
-        /* A peer in another pid namespace shows a pid that is not its own here: only watch a
-         * pid whose start time matches what the peer reported. */
+        /* A peer in another pid namespace (containers that share the host's network and
+         * /dev/shm) shows a pid that names some other process here, maybe a launcher that
+         * started in the same clock tick: watching it would report the peer dead when that
+         * process exits. */
+        if (p->pid_ns != ctx->peers[ctx->rank].pid_ns) continue;
+        /* And a recycled pid: only watch a pid whose start time matches what the peer
+         * reported. */
         int fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
         if (fd < 0) continue;
         if (p->pid_start && proc_start_time(p->pid) != p->pid_start) {

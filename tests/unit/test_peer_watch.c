@@ -1,6 +1,7 @@
 /* Unit tests of the peer watch (transport/peer.h): a peer on this host is reported dead once its
  * process exited, and never while it lives, even when the watch's descriptor was closed or
- * replaced behind its back (a double close elsewhere in the process). */
+ * replaced behind its back (a double close elsewhere in the process), or when the peer is in
+ * another pid namespace, where its pid names another process. */
 #include "transport/peer.h"
 #include "zt.h"
 
@@ -125,4 +126,22 @@ ZT_TEST(descriptor_closed)
     waitpid(c.pid, NULL, 0);
 }
 
-ZT_MAIN(ZT_CASE(alive_then_exited), ZT_CASE(descriptor_replaced), ZT_CASE(descriptor_closed))
+/* A peer in another pid namespace: its pid names some other process here (the one of this test
+ * that exits), which must not be watched in its place. */
+ZT_TEST(other_pid_namespace)
+{
+    struct child c;
+    ZT_ASSERT(child_start(&c) == 0);
+    ZT_ASSERT(c.info[0].pid_ns != 0 && c.info[1].pid_ns == c.info[0].pid_ns);
+    c.info[1].pid_ns++;
+    struct zn_peer_watch *w = NULL;
+    ZT_ASSERT(zn_peer_watch_create(&c.ctx, &w) == ncclSuccess);
+    ZT_EQ_INT(find_pidfd(c.pid), -1);
+    child_exit(&c);
+    ZT_EQ_INT(zn_peer_dead(w, 1), 0);
+    zn_peer_watch_destroy(w);
+    waitpid(c.pid, NULL, 0);
+}
+
+ZT_MAIN(ZT_CASE(alive_then_exited), ZT_CASE(descriptor_replaced), ZT_CASE(descriptor_closed),
+        ZT_CASE(other_pid_namespace))
