@@ -360,6 +360,26 @@ static ncclResult_t fail_task(struct zn_task *t, ncclResult_t err)
     return err;
 }
 
+/* Liveness and deadline checks of the started tasks that made no progress in the pass that
+ * ended at now. They cost a system call each: once a millisecond is enough. A task that waits
+ * on a dead peer is checked even while other tasks of the group progress, so that they cannot
+ * hold its failure back past the deadline. */
+static ncclResult_t check_tasks(struct zn_task **tasks, int n, int64_t now, int64_t *last_check)
+{
+    if (now - *last_check <= 1000000) return ncclSuccess;
+    *last_check = now;
+    for (int i = 0; i < n; i++) {
+        struct zn_task *t = tasks[i];
+        if (t->done || !t->started || t->last_progress == now) continue;
+        int suspected = t->suspect;
+        ncclResult_t res = check_stalled(t, now);
+        if (res != ncclSuccess) return fail_task(t, res);
+        /* A new suspicion is confirmed after one more pass, not a millisecond later. */
+        if (!suspected && t->suspect) *last_check = 0;
+    }
+    return ncclSuccess;
+}
+
 ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
 {
     ZN_CHECK(match_self(tasks, n));
@@ -399,6 +419,7 @@ ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
                 if (!tasks[i]->last_progress) tasks[i]->last_progress = now;
             idle_since = now;
             spins = 0;
+            ZN_CHECK(check_tasks(tasks, n, now, &last_check));
             continue;
         }
         if (spins++ < spin) {
@@ -406,19 +427,7 @@ ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
             continue;
         }
         now = zn_now_ns();
-        /* Liveness and deadline checks cost a system call each: once a millisecond is enough. */
-        if (now - last_check > 1000000) {
-            last_check = now;
-            for (int i = 0; i < n; i++) {
-                struct zn_task *t = tasks[i];
-                if (t->done || !t->started) continue;
-                int suspected = t->suspect;
-                ncclResult_t res = check_stalled(t, now);
-                if (res != ncclSuccess) return fail_task(t, res);
-                /* A new suspicion is confirmed after one more pass, not a millisecond later. */
-                if (!suspected && t->suspect) last_check = 0;
-            }
-        }
+        ZN_CHECK(check_tasks(tasks, n, now, &last_check));
         if (now - idle_since < 2000000) {
             sched_yield();
         } else {

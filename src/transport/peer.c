@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +41,10 @@ uint64_t zn_host_hash(void)
     return h;
 }
 
-/* Field 22 of /proc/PID/stat: start time in clock ticks since boot. */
-static uint64_t proc_start_time(int pid)
+/* What /proc/PID/stat says about a process: its state letter and its start time in clock ticks
+ * since boot (field 22). Returns 0 if the process is not there (or the file is unreadable).
+ * Thread-safe: non-blocking inits run this on threads of their own. */
+static int proc_stat(int pid, char *state, uint64_t *start)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
@@ -51,18 +54,25 @@ static uint64_t proc_start_time(int pid)
     fclose(f);
     buf[n] = 0;
     /* The command name may contain spaces and parentheses: skip to the last ')'. */
-    char *p = strrchr(buf, ')');
-    if (!p) return 0;
-    unsigned long long start = 0;
-    /* After ')': state is field 3; starttime is field 22, i.e. the 20th field after state. */
-    int field = 2;
-    for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
-        if (++field == 22) {
-            start = strtoull(tok, NULL, 10);
-            break;
-        }
+    const char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || !p[2]) return 0;
+    *state = p[2];
+    /* After ')': the state is field 3, the start time field 22. */
+    p += 2;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (!p) return 0;
+        p++;
     }
-    return start;
+    *start = strtoull(p, NULL, 10);
+    return 1;
+}
+
+static uint64_t proc_start_time(int pid)
+{
+    char state;
+    uint64_t start = 0;
+    return proc_stat(pid, &state, &start) ? start : 0;
 }
 
 ncclResult_t zn_peer_info_local(struct zn_peer_info *info)
@@ -71,6 +81,8 @@ ncclResult_t zn_peer_info_local(struct zn_peer_info *info)
     info->pid = (int32_t)getpid();
     info->host_hash = zn_host_hash();
     info->pid_start = proc_start_time(info->pid);
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) == 0) info->pid_ns = (uint64_t)st.st_ino;
     info->cuda_dev = -1;
     if (getrandom(&info->nonce, sizeof(info->nonce), 0) != sizeof(info->nonce))
         info->nonce = (uint64_t)info->pid_start * 0x9e3779b97f4a7c15ull ^ (uint64_t)info->pid;
@@ -79,15 +91,21 @@ ncclResult_t zn_peer_info_local(struct zn_peer_info *info)
     return ncclSuccess;
 }
 
+struct watched {
+    int pidfd; /* -1: not watched */
+    int pid;
+    uint64_t start; /* the peer's reported start time (0: unknown) */
+};
+
 struct zn_peer_watch {
     int n;
-    int *pidfd; /* -1: not watched */
+    struct watched *w;
 };
 
 ncclResult_t zn_peer_watch_create(const struct zn_tctx *ctx, struct zn_peer_watch **out)
 {
     struct zn_peer_watch *w = calloc(1, sizeof(*w));
-    if (!w || !(w->pidfd = malloc((size_t)ctx->nranks * sizeof(int)))) {
+    if (!w || !(w->w = malloc((size_t)ctx->nranks * sizeof(*w->w)))) {
         free(w);
         return zn_error(ncclSystemError, ZN_INIT, "out of memory");
     }
@@ -95,34 +113,92 @@ ncclResult_t zn_peer_watch_create(const struct zn_tctx *ctx, struct zn_peer_watc
     uint64_t me = ctx->peers[ctx->rank].host_hash;
     for (int r = 0; r < ctx->nranks; r++) {
         const struct zn_peer_info *p = &ctx->peers[r];
-        w->pidfd[r] = -1;
+        w->w[r] = (struct watched){ .pidfd = -1, .pid = p->pid, .start = p->pid_start };
         if (r == ctx->rank || p->host_hash != me || p->pid <= 0) continue;
-        /* A peer in another pid namespace shows a pid that is not its own here: only watch a
-         * pid whose start time matches what the peer reported. */
+        /* A peer in another pid namespace (containers that share the host's network and
+         * /dev/shm) shows a pid that names some other process here, maybe a launcher that
+         * started in the same clock tick: watching it would report the peer dead when that
+         * process exits. */
+        if (p->pid_ns != ctx->peers[ctx->rank].pid_ns) continue;
+        /* And a recycled pid: only watch a pid whose start time matches what the peer
+         * reported. */
         int fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
         if (fd < 0) continue;
         if (p->pid_start && proc_start_time(p->pid) != p->pid_start) {
             close(fd);
             continue;
         }
-        w->pidfd[r] = fd;
+        w->w[r].pidfd = fd;
     }
     *out = w;
     return ncclSuccess;
 }
 
+#define PID_UNKNOWN INT_MIN
+
+/* The pid that /proc/self/fdinfo gives for fd if it is a pidfd: the process's pid, -1 once it
+ * was reaped; 0 if fd is not a pidfd (any more); PID_UNKNOWN without a readable /proc. */
+static int pidfd_pid(int fd)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    FILE *f = fopen(path, "r");
+    if (!f) return errno == ENOENT && access("/proc/self/fdinfo", F_OK) == 0 ? 0 : PID_UNKNOWN;
+    int pid = 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "Pid: %d", &pid) == 1) break;
+    fclose(f);
+    return pid;
+}
+
+/* The watch of one peer cannot be trusted any more: stop using it. Its descriptor is not ours
+ * to close (something else closed it, and the number may have been reused). */
+static void drop_watch(struct watched *x, int peer, const char *why)
+{
+    zn_warn(ZN_INIT,
+            "stopped watching rank %d (pid %d) through pidfd %d: %s; its exit is now seen "
+            "through closed connections and ZINC_TIMEOUT only",
+            peer, x->pid, x->pidfd, why);
+    x->pidfd = -1;
+}
+
 int zn_peer_dead(struct zn_peer_watch *w, int peer)
 {
-    if (!w || peer < 0 || peer >= w->n || w->pidfd[peer] < 0) return 0;
-    struct pollfd p = { .fd = w->pidfd[peer], .events = POLLIN };
-    return poll(&p, 1, 0) > 0;
+    if (!w || peer < 0 || peer >= w->n || w->w[peer].pidfd < 0) return 0;
+    struct watched *x = &w->w[peer];
+    struct pollfd p = { .fd = x->pidfd, .events = POLLIN };
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & POLLNVAL) {
+        drop_watch(x, peer, "the descriptor was closed elsewhere");
+        return 0;
+    }
+    /* A pidfd is readable once its process exited; anything else (POLLERR, say) proves
+     * nothing. */
+    if (!(p.revents & POLLIN)) return 0;
+    /* Only a pidfd of that very process may condemn it: a descriptor closed by mistake elsewhere
+     * and reused for a socket or a pipe would read as "exited" too. */
+    int fdpid = pidfd_pid(x->pidfd);
+    if (fdpid != x->pid && fdpid != -1 && fdpid != PID_UNKNOWN) {
+        drop_watch(x, peer, "the descriptor no longer refers to that process");
+        return 0;
+    }
+    /* And the process table must agree: a process that is still there, started when the peer
+     * said it did, and not a zombie, is alive whatever the descriptor said. */
+    char state;
+    uint64_t start;
+    if (fdpid == x->pid && proc_stat(x->pid, &state, &start) && (!x->start || start == x->start) &&
+        state != 'Z' && state != 'X' && state != 'x') {
+        drop_watch(x, peer, "it reported an exit while the process is still running");
+        return 0;
+    }
+    return 1;
 }
 
 void zn_peer_watch_destroy(struct zn_peer_watch *w)
 {
     if (!w) return;
     for (int r = 0; r < w->n; r++)
-        if (w->pidfd[r] >= 0) close(w->pidfd[r]);
-    free(w->pidfd);
+        if (w->w[r].pidfd >= 0) close(w->w[r].pidfd);
+    free(w->w);
     free(w);
 }

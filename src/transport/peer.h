@@ -18,11 +18,13 @@ uint64_t zn_host_hash(void);
 
 struct zn_peer_watch;
 
-/* Open a watch on every peer that shares this rank's host. Call right after the peers'
- * info was exchanged, while they are known to be alive. */
+/* Open a watch on every peer that shares this rank's host and pid namespace. Call right after
+ * the peers' info was exchanged, while they are known to be alive. */
 ncclResult_t zn_peer_watch_create(const struct zn_tctx *ctx, struct zn_peer_watch **out);
-/* 1 if peer is known to have exited, 0 if alive or not watchable (another host: the
- * transports see that as a closed connection). Cheap: one poll() on a pidfd. */
+/* 1 if peer is known to have exited, 0 if alive or not watchable (another host or pid
+ * namespace: the transports see that as a closed connection or a timeout). Cheap while the
+ * peer lives: one poll() on a pidfd. An exit is confirmed through /proc before it is reported,
+ * so a descriptor closed or reused elsewhere never condemns a live peer. */
 int zn_peer_dead(struct zn_peer_watch *w, int peer);
 void zn_peer_watch_destroy(struct zn_peer_watch *w);
 

@@ -34,6 +34,8 @@ struct zn_peer_info {
     int32_t pid;
     uint64_t host_hash; /* equal on ranks that share a host (and its /dev/shm and memory) */
     uint64_t pid_start; /* process start time, so a recycled pid is not mistaken for the rank */
+    uint64_t pid_ns;    /* pid namespace (inode of /proc/self/ns/pid; 0: unknown): in another
+                         * namespace the rank's pid names some other process */
     uint64_t nonce;     /* random per rank and init: rank 0's makes the communicator's hash */
     int32_t cuda_dev;   /* -1 for host communicators */
     int32_t pad;

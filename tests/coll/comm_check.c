@@ -37,6 +37,10 @@ static long failures;
                (needle));                                                                  \
     } while (0)
 
+/* "At once" for calls that must not wait for peers: far below the tests' ZINC_TIMEOUT=60 (what
+ * waiting for a peer would take), far above what a loaded 2-core machine can delay a process. */
+#define PROMPT_MS 10000
+
 static int64_t now_ns(void)
 {
     struct timespec ts;
@@ -195,7 +199,7 @@ static void test_revoke(void)
     if (inflight) {
         pthread_join(t, NULL);
         EXPECT(b.res != ncclSuccess, "the in-flight allreduce succeeded after ncclCommRevoke");
-        EXPECT((b.end_ns - t0) / 1e6 < 2000,
+        EXPECT((b.end_ns - t0) / 1e6 < PROMPT_MS,
                "the in-flight allreduce returned %.0f ms after "
                "ncclCommRevoke",
                (b.end_ns - t0) / 1e6);
@@ -255,7 +259,7 @@ static void test_finalize(void)
     int64_t t0 = now_ns();
     r = ncclCommDestroy(nb);
     EXPECT(r == ncclSuccess, "destroy after finalize returned %d", r);
-    EXPECT((now_ns() - t0) / 1e6 < 500, "destroy after finalize took %.0f ms",
+    EXPECT((now_ns() - t0) / 1e6 < PROMPT_MS, "destroy after finalize took %.0f ms",
            (now_ns() - t0) / 1e6);
 }
 

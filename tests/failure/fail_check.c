@@ -404,6 +404,15 @@ static void check_abort_time(const struct fh_job *job, int r, double max_ms)
               a->dur_ns / 1e6, max_ms);
 }
 
+/* How soon a failure must be seen when it is seen directly (peer watch, abort word, closed
+ * socket): milliseconds on an idle machine, but a loaded 2-core CI machine can keep a rank off
+ * its core for a second or more. Half of ZINC_TIMEOUT still tells that from waiting out the
+ * deadline, and does not depend on who gets the CPU first. */
+static double prompt_ms(const struct fh_job *job)
+{
+    return job->zinc_timeout_s * 500.0;
+}
+
 static void check_reparent(const struct params *p, const struct fh_job *job)
 {
     int n = job->nranks, K = p->victim, W = p->wrapped;
@@ -420,11 +429,8 @@ static void check_reparent(const struct params *p, const struct fh_job *job)
                   REPARENT_CALLS);
         if (r == K) continue;
         expect_clean_exit(job, r);
-        /* A death seen through the peer watch or a closed socket takes milliseconds: half of
-         * ZINC_TIMEOUT tells it from a timeout even on a loaded machine. */
-        expect_failure(job, r, "fail", ncclRemoteError, k->t_ns, job->zinc_timeout_s * 500.0,
-                       "the kill", K, 1);
-        check_abort_time(job, r, 2000);
+        expect_failure(job, r, "fail", ncclRemoteError, k->t_ns, prompt_ms(job), "the kill", K, 1);
+        check_abort_time(job, r, prompt_ms(job));
     }
 }
 
@@ -448,12 +454,12 @@ static void check(const struct params *p, const struct fh_job *job)
             FH_EXPECT(WIFEXITED(v->status) && WEXITSTATUS(v->status) == 0,
                       "the victim's status is 0x%x, not exit 0", v->status);
         /* Shared memory watches the peers' pids: detection is fast. */
-        double limit = p->socket ? within_timeout : 3000.0;
+        double limit = p->socket ? within_timeout : prompt_ms(job);
         for (int r = 0; r < n; r++) {
             if (r == K) continue;
             expect_clean_exit(job, r);
             expect_failure(job, r, "fail", ncclRemoteError, k->t_ns, limit, "the kill", K, 1);
-            check_abort_time(job, r, 2000);
+            check_abort_time(job, r, prompt_ms(job));
         }
         break;
     }
@@ -462,15 +468,16 @@ static void check(const struct params *p, const struct fh_job *job)
         FH_EXPECT(a != NULL, "rank 0 never called ncclCommAbort");
         if (!a) break;
         for (int r = 0; r < n; r++) expect_clean_exit(job, r);
-        expect_failure(job, 0, "fail", -1, a->t_ns, 1000, "ncclCommAbort was called", -1, 0);
-        check_abort_time(job, 0, 1000);
+        expect_failure(job, 0, "fail", -1, a->t_ns, prompt_ms(job), "ncclCommAbort was called", -1,
+                       0);
+        check_abort_time(job, 0, prompt_ms(job));
         for (int r = 1; r < n; r++) {
             const struct fh_record *f = fh_find(job, r, "fail");
             /* Rank 1 calls 10 s late: measure from its call; the others from the abort. */
             int64_t since = r == 1 && f ? f->t_ns - f->dur_ns : a->t_ns;
-            expect_failure(job, r, "fail", -1, since, p->socket ? within_timeout : 3000,
+            expect_failure(job, r, "fail", -1, since, p->socket ? within_timeout : prompt_ms(job),
                            r == 1 ? "its call" : "the abort", p->socket ? -1 : 0, 0);
-            check_abort_time(job, r, 2000);
+            check_abort_time(job, r, prompt_ms(job));
         }
         break;
     }
@@ -481,9 +488,9 @@ static void check(const struct params *p, const struct fh_job *job)
         if (!l) break;
         FH_EXPECT(l->code != ncclSuccess,
                   "rank 0: blocked calls returned ncclSuccess after ncclCommAbort: %s", l->text);
-        FH_EXPECT(l->dur_ns / 1e6 < 1000, "rank 0: a blocked call returned %.0f ms after the abort",
-                  l->dur_ns / 1e6);
-        check_abort_time(job, 0, 1000);
+        FH_EXPECT(l->dur_ns / 1e6 < prompt_ms(job),
+                  "rank 0: a blocked call returned %.0f ms after the abort", l->dur_ns / 1e6);
+        check_abort_time(job, 0, prompt_ms(job));
         break;
     }
     case INIT_MISSING:

@@ -278,7 +278,9 @@ static int setup_timeout(struct sc *s, int waiter, int absent, int ch)
         char who[32];
         snprintf(who, sizeof(who), "rank %d", absent);
         CHECK(strstr(zn_last_error(), who), "the error should name %s", who);
-        CHECK(dt > 1.5 && dt < 8, "the setup failed after %.1f s with ZINC_TIMEOUT=2", dt);
+        /* At the deadline, not before; the upper bound only tells it from never (the loop
+         * gives up at 20 s), with room for a loaded machine. */
+        CHECK(dt > 1.5 && dt < 15, "the setup failed after %.1f s with ZINC_TIMEOUT=2", dt);
         s->conn[absent][ch] = NULL;
     }
     return barrier(e);
