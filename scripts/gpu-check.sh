@@ -44,6 +44,9 @@ fi
 if has tests; then
     step ctest_gpu "${CTEST_TIMEOUT:-400}" ctest --test-dir build -L gpu -R "${CTEST_FILTER:-.}" --output-on-failure
     grep -E "tests passed|Failed|\*\*\*" "$out/ctest_gpu.log" | tail -30 >>"$out/summary.txt"
+    # How many GPU tests ran and how many skipped, and why (tests/gpu/gpu_summary.sh).
+    cat build/Testing/gpu-tests.txt >>"$out/summary.txt" 2>/dev/null ||
+        echo "no GPU test summary (build/Testing/gpu-tests.txt)" >>"$out/summary.txt"
 fi
 if has sweep; then
     # Channel sizing of the two-shot allreduce (ZINC_GPU_CHUNK) in the process-per-GPU model,
@@ -88,15 +91,20 @@ PY
     fi
 fi
 if has quick; then
-    step ar_threads 120 $P all_reduce -g "$ngpu" -b 8 -e 64M -f 8 -c 1 -n 3 -w 1
-    step ar_procs 120 $R -n "$ngpu" $P all_reduce -b 8 -e 64M -f 8 -c 1 -n 3 -w 1
+    # At least 2 ranks: on one GPU they share it, with few enough channels to run side by side.
+    nr=$ngpu sh=()
+    if [ "$ngpu" -lt 2 ]; then
+        nr=2 sh=(env ZINC_GPU_CHANNELS="${ZINC_GPU_CHANNELS:-16}")
+    fi
+    step ar_threads 120 "${sh[@]}" $P all_reduce -g "$nr" -b 8 -e 64M -f 8 -c 1 -n 3 -w 1
+    step ar_procs 120 "${sh[@]}" $R -n "$nr" $P all_reduce -b 8 -e 64M -f 8 -c 1 -n 3 -w 1
     for c in all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter; do
-        step "${c}_procs" 120 $R -n "$ngpu" $P $c -b 8 -e 16M -f 16 -c 1 -n 2 -w 1
+        step "${c}_procs" 120 "${sh[@]}" $R -n "$nr" $P $c -b 8 -e 16M -f 16 -c 1 -n 2 -w 1
     done
-    step ar_types_threads 180 $P all_reduce -g "$ngpu" -b 8 -e 1M -f 32 -d all -o all -c 1 -n 1 -w 1
-    step ar_graph_procs 120 $R -n "$ngpu" $P all_reduce -G 3 -b 8 -e 8M -f 8 -c 1 -n 3 -w 1
-    step staged_procs 120 env ZINC_P2P_DISABLE=1 $R -n 2 $P all_reduce -b 8 -e 4M -f 8 -c 1 -n 2 -w 1
-    step staged_threads 120 env ZINC_P2P_DISABLE=1 $P all_gather -g 2 -b 8 -e 4M -f 8 -c 1 -n 2 -w 1
+    step ar_types_threads 180 "${sh[@]}" $P all_reduce -g "$nr" -b 8 -e 1M -f 32 -d all -o all -c 1 -n 1 -w 1
+    step ar_graph_procs 120 "${sh[@]}" $R -n "$nr" $P all_reduce -G 3 -b 8 -e 8M -f 8 -c 1 -n 3 -w 1
+    step staged_procs 120 "${sh[@]}" env ZINC_P2P_DISABLE=1 $R -n 2 $P all_reduce -b 8 -e 4M -f 8 -c 1 -n 2 -w 1
+    step staged_threads 120 "${sh[@]}" env ZINC_P2P_DISABLE=1 $P all_gather -g 2 -b 8 -e 4M -f 8 -c 1 -n 2 -w 1
 fi
 if has bench || has quick; then
     step bench 400 env OUT_DIR="$out/bench" ITERS=${ITERS:-20} bash bench/gpu-vs-nccl.sh "$ngpu" "${MAXBYTES:-1G}"

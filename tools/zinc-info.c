@@ -1,14 +1,17 @@
 /*
  * zinc-info: what this zinc build is and what it finds on this machine: version, every
  * parameter with its current value, origin and documentation, the transports and algorithms,
- * and the local topology (host identity, network interface, /dev/shm, CPUs).
+ * the local topology (host identity, network interface, /dev/shm, CPUs) and CUDA.
  *
  *   zinc-info            everything
  *   zinc-info params     only the parameter table
  *   zinc-info algos      only the algorithms
+ *   zinc-info topology   only the host, network and shared memory
+ *   zinc-info cuda       only CUDA: driver, runtime, GPUs and how they reach each other
  */
 #include "algo/algo.h"
 #include "net/net.h"
+#include "zinc-info-cuda.h"
 #include "transport/peer.h"
 #include "transport/transport.h"
 #include "util/param.h"
@@ -65,9 +68,13 @@ static void print_topology(void)
                (double)vfs.f_bavail * (double)vfs.f_frsize / (1u << 30));
     printf("Transports: %s (ranks on one host), %s (between hosts, or ZINC_TRANSPORT=socket)\n",
            zn_transport_shm.name, zn_transport_socket.name);
-    printf("CUDA: %s\n", ZINC_HAVE_CUDA_BUILD ? "device code built; cuda communicators are not "
-                                                "enabled yet (host communicators only)"
-                                              : "not built (host communicators only)");
+}
+
+static void print_cuda(void)
+{
+    static struct zi_cuda_facts f;
+    zi_cuda_gather(&f, ZINC_INFO_CUDA_ARCHS);
+    zi_cuda_print(stdout, &f);
 }
 
 /* The nets of the registry (plugin nets first) and their devices. */
@@ -97,7 +104,7 @@ int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "all";
     if (!strcmp(what, "-h") || !strcmp(what, "--help")) {
-        printf("usage: zinc-info [all|params|algos|topology|nets]\n");
+        printf("usage: zinc-info [all|params|algos|topology|nets|cuda]\n");
         return 0;
     }
     int all = !strcmp(what, "all");
@@ -110,6 +117,10 @@ int main(int argc, char **argv)
     }
     if (all || !strcmp(what, "nets")) {
         print_nets();
+        printf("\n");
+    }
+    if (all || !strcmp(what, "cuda")) {
+        print_cuda();
         printf("\n");
     }
     if (all || !strcmp(what, "algos")) {

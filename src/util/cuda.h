@@ -69,6 +69,42 @@ ncclResult_t zn_cuda_device_sync(void);
 /* Whether the stream is being captured into a graph. */
 int zn_cuda_stream_capturing(cudaStream_t s);
 
+/* What this machine offers (zinc-info). Nothing here creates a CUDA context. */
+enum zn_cuda_state {
+    ZN_CUDA_OK,         /* at least one device */
+    ZN_CUDA_NOT_BUILT,  /* this build has no CUDA */
+    ZN_CUDA_NO_DRIVER,  /* no NVIDIA driver loaded */
+    ZN_CUDA_OLD_DRIVER, /* the driver is older than the runtime this build links */
+    ZN_CUDA_NO_DEVICE,  /* a driver, but no device visible to this process */
+    ZN_CUDA_ERROR,      /* anything else: see error */
+};
+struct zn_cuda_system {
+    enum zn_cuda_state state;
+    int driver_version; /* CUDA version the driver supports (12040 = 12.4), 0 if none */
+    int runtime_version;
+    int ndev;
+    char error[128]; /* the runtime's message when state is ZN_CUDA_ERROR */
+};
+struct zn_cuda_gpu {
+    char name[256];
+    char bus_id[20];
+    size_t mem_bytes;
+    int cc_major, cc_minor;
+    int sm_count;
+    int cumem_fd;   /* cuMem allocations exportable as POSIX file descriptors */
+    int legacy_ipc; /* cudaIpc* memory handles (needs unified addressing) */
+    int exclusive;  /* compute mode lets only one process (or none) use it */
+};
+/* How GPU a reaches GPU b's memory. */
+struct zn_cuda_link {
+    int access;    /* peer access */
+    int atomics;   /* native atomics over the link (NVLink has them, PCIe peers do not) */
+    int perf_rank; /* the runtime's relative performance rank (lower is faster), -1 unknown */
+};
+void zn_cuda_query_system(struct zn_cuda_system *s);
+ncclResult_t zn_cuda_query_gpu(int dev, struct zn_cuda_gpu *g);
+void zn_cuda_query_link(int a, int b, struct zn_cuda_link *l);
+
 /* The error string of the last CUDA error of this thread, for messages. */
 const char *zn_cuda_last_error_string(void);
 
