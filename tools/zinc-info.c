@@ -7,6 +7,7 @@
  *   zinc-info params     only the parameter table
  *   zinc-info algos      only the algorithms
  *   zinc-info topology   only the host, network and shared memory
+ *   zinc-info nets       only the nets (registry order) and their devices
  *   zinc-info cuda       only CUDA: driver, runtime, GPUs and how they reach each other
  */
 #include "algo/algo.h"
