@@ -211,7 +211,14 @@ int zn_socket_listen_port(void *state)
     return st ? zn_sockaddr_port(&st->laddr) : -1;
 }
 
+/* The calibration of algo/registry.c's cost model: one message over TCP. */
+static void socket_query(const struct zn_tctx *ctx, int peer, struct zn_transport_props *props)
+{
+    *props = (struct zn_transport_props){ .caps = ZN_TCAP_MSG, .latency_us = 10.0, .bw = 2000.0 };
+}
+
 const struct zn_transport_ops zn_transport_socket = {
+    .size = sizeof(struct zn_transport_ops),
     .name = "socket",
     /* Any thread; pure. */
     .can_connect = socket_can_connect,
@@ -230,4 +237,9 @@ const struct zn_transport_ops zn_transport_socket = {
     .abort = socket_abort,
     /* User thread; never blocks: closes every socket and frees the state. */
     .fini = socket_fini,
+    /* Any thread; pure. */
+    .query = socket_query,
+    /* Host memory needs no registration for TCP. */
+    .reg = zn_transport_reg_unsupported,
+    .dereg = zn_transport_dereg_unsupported,
 };
