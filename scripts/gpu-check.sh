@@ -1,6 +1,7 @@
 #!/bin/bash
 # One pass on a GPU machine: build, environment facts, GPU correctness (both process models,
-# graphs, the staged path), then zinc against NCCL. Logs go to $OUT (or ./gpu-out).
+# graphs, the staged path), then zinc against NCCL. Logs go to the folder for logs, $OUT
+# (or ./gpu-out).
 #   scripts/gpu-check.sh [quick|tests|bench|torch|sweep|all]...   (several run in that order)
 # sweep: large allreduce over ZINC_GPU_CHANNELS x ZINC_GPU_SLOT_SIZE against NCCL; with
 # SWEEP_PICK=1 the best pair is exported for the steps that follow.
@@ -11,7 +12,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 final=${OUT:-$here/gpu-out}
 out=$(mktemp -d)
 mkdir -p "$final"
-# The device tool returns at most 8 files: logs travel as one archive.
+# The folder for logs may take only a few files: the logs travel as one archive.
 trap 'tar -C "$out" -czf "$final/logs.tgz" . 2>/dev/null; cp "$out/summary.txt" "$final/" 2>/dev/null; cp "$out/bench/busbw.png" "$final/" 2>/dev/null; cp "$out/bench.log" "$final/bench.md" 2>/dev/null' EXIT
 trap 'exit 143' TERM INT
 export NCCL_NVLS_ENABLE=0 ZINC_TIMEOUT=${ZINC_TIMEOUT:-30}

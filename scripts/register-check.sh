@@ -2,7 +2,8 @@
 # Registered buffers on a GPU machine: the registration GPU tests (and gpu_comm_check), then
 # all_reduce with -R 1 (ncclMemAlloc + ncclCommRegister) for zinc and NCCL, and zinc without
 # registration, one process per GPU, in one sitting. Every step is bounded and writes straight
-# into $OUT (or ./gpu-out), so a step that runs out of time still leaves its log.
+# into the folder for logs, $OUT (or ./gpu-out), so a step that runs out of time still leaves
+# its log.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Ring kernels on a GPU machine: the ring GPU tests, then all_reduce / all_gather time with the
 # default algorithms, forced ring (ZINC_ALGO=ring), ring mode (ZINC_P2P_TOPO=ring) and NCCL, one
-# process per GPU, in one sitting. Output in $OUT (or ./gpu-out): ring.txt, plus gpu-check's.
+# process per GPU, in one sitting. Output in the folder for logs, $OUT (or ./gpu-out):
+# ring.txt, plus gpu-check's.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"

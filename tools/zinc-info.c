@@ -11,6 +11,7 @@
  *   zinc-info cuda       only CUDA: driver, runtime, GPUs and how they reach each other
  */
 #include "algo/algo.h"
+#include "algo/gpu.h"
 #include "net/net.h"
 #include "zinc-info-cuda.h"
 #include "transport/peer.h"
@@ -38,12 +39,39 @@ static void print_params(void)
     }
 }
 
+/* The GPU algorithms, with the collectives each runs (asked of its supports() for a small
+ * call of 4 ranks with every peer mapped and registered buffers). */
+static void print_gpu_algos(void)
+{
+    int n;
+    const struct zn_gpu_algo *const *g = zn_gpu_algo_list(&n);
+    printf("GPU algorithms (ZINC_ALGO=<value> forces one; measured crossovers pick otherwise):\n");
+    for (int i = 0; i < n; i++) {
+        printf("  %-12s ZINC_ALGO=%s%s%s: %s\n      collectives:", g[i]->name, g[i]->force[0],
+               g[i]->force[1] ? " or " : "", g[i]->force[1] ? g[i]->force[1] : "", g[i]->doc);
+        for (int c = 0; c < ZN_NCOLLS; c++) {
+            struct zn_gpu_call call = { .coll = (enum zn_coll)c,
+                                        .bytes = 1024,
+                                        .count = 256,
+                                        .esize = 4,
+                                        .nranks = 4,
+                                        .registered = 1,
+                                        .max_ch = 128,
+                                        .chunk = 4096,
+                                        .ll_chunk = 2048 };
+            if (g[i]->supports(&call)) printf(" %s", zn_coll_name((enum zn_coll)c));
+        }
+        printf("\n");
+    }
+}
+
 static void print_algos(void)
 {
     int n;
     const struct zn_algo *const *a = zn_algo_list(&n);
     printf("Algorithms (ZINC_ALGO forces one; the cost model picks otherwise):\n");
     for (int i = 0; i < n; i++) printf("  %-12s %s\n", a[i]->name, a[i]->doc);
+    print_gpu_algos();
 }
 
 static void print_topology(void)

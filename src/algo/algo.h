@@ -137,6 +137,12 @@ struct zn_algo {
     int (*next)(struct zn_plan *p, struct zn_round *r);
 };
 
+/* The next round of a plan whose rounds may be empty for this rank (short last pieces, ranks
+ * that sit a step out): calls round() until it builds a round with steps (returns 1) or the
+ * plan is finished (returns 0). Algorithms end next() with it. */
+int zn_algo_next_nonempty(struct zn_plan *p, struct zn_round *r,
+                          int (*round)(struct zn_plan *p, struct zn_round *r));
+
 /* Registry: every built-in algorithm, in a fixed order. */
 const struct zn_algo *const *zn_algo_list(int *count);
 const struct zn_algo *zn_algo_find(const char *name);

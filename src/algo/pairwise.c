@@ -110,9 +110,7 @@ static int pairwise_next(struct zn_plan *p, struct zn_round *r)
     if (p->ctx->nranks == 1) return zn_p2p_next_single(p, r);
     int (*round)(struct zn_plan *, struct zn_round *) =
         p->a.coll == ZN_COLL_ALLTOALL ? alltoall_round : gather_scatter_round;
-    while (round(p, r))
-        if (r->nstep) return 1;
-    return 0;
+    return zn_algo_next_nonempty(p, r, round);
 }
 
 const struct zn_algo zn_algo_pairwise = {

@@ -57,6 +57,14 @@ const struct zn_algo *zn_algo_find(const char *name)
     return NULL;
 }
 
+int zn_algo_next_nonempty(struct zn_plan *p, struct zn_round *r,
+                          int (*round)(struct zn_plan *p, struct zn_round *r))
+{
+    while (round(p, r))
+        if (r->nstep) return 1;
+    return 0;
+}
+
 double zn_cost_msg(const struct zn_algo_ctx *ctx, size_t bytes)
 {
     if (ctx->nhosts == 1 && ctx->shm_transport)

@@ -265,10 +265,8 @@ static int ring_next(struct zn_plan *p, struct zn_round *r)
     case ZN_COLL_REDUCE: round = reduce_round; break;
     default: return 0;
     }
-    /* Skip rounds with nothing for this rank (short last pieces). */
-    while (round(p, r))
-        if (r->nstep) return 1;
-    return 0;
+    /* Skipping rounds with nothing for this rank (short last pieces). */
+    return zn_algo_next_nonempty(p, r, round);
 }
 
 const struct zn_algo zn_algo_ring = {

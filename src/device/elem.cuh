@@ -2,15 +2,15 @@
  * Element types and reductions on the GPU, with the semantics that src/exec/reduce.h writes down
  * for the host kernels: integers wrap, floating types reduce in float (double for double), NaN
  * results are canonical, max/min propagate NaN and order -0 below +0, narrow types round to
- * nearest even (fp8 saturating). The narrow types go through CUDA's own conversions, which is
- * what the host semantics were written to match.
+ * nearest even (fp8 saturating). The narrow types use the host's own conversions
+ * (abi/codec.h), which were written to match CUDA's (tests/unit/test_codec_gpu.cu compares them
+ * for every input on a GPU).
  */
 #ifndef ZN_DEVICE_ELEM_CUH
 #define ZN_DEVICE_ELEM_CUH
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
+#include "abi/codec.h"
+
 #include <stdint.h>
 
 namespace zn
@@ -145,43 +145,36 @@ template <> struct Ops<double> {
     }
 };
 
-/* Narrow floating types: decode to float, compute, encode. */
+/* Narrow floating types: decode to float, compute, encode, with the host's conversions
+ * (abi/codec.h), so the kernels and the host reduction give the same bits. */
 struct HalfT {
     static __device__ __forceinline__ float dec(half_t x)
     {
-        __half_raw r;
-        r.x = x.v;
-        return __half2float(__half(r));
+        return codec_half_dec(x.v);
     }
     static __device__ __forceinline__ half_t enc(float f)
     {
-        __half_raw r = __half_raw(__float2half_rn(f));
-        if (f != f) r.x = 0x7fff;
-        return half_t{ r.x };
+        return half_t{ codec_half_enc(f) };
     }
 };
 struct Bf16T {
     static __device__ __forceinline__ float dec(bf16_t x)
     {
-        return __uint_as_float((uint32_t)x.v << 16);
+        return codec_bf16_dec(x.v);
     }
     static __device__ __forceinline__ bf16_t enc(float f)
     {
-        __nv_bfloat16_raw r = __nv_bfloat16_raw(__float2bfloat16_rn(f));
-        if (f != f) r.x = 0x7fff;
-        return bf16_t{ r.x };
+        return bf16_t{ codec_bf16_enc(f) };
     }
 };
 template <int FMT> struct Fp8T {
     static __device__ __forceinline__ float dec(uint8_t x)
     {
-        __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)x, FMT ? __NV_E5M2 : __NV_E4M3);
-        return __half2float(__half(h));
+        return FMT ? codec_e5m2_dec(x) : codec_e4m3_dec(x);
     }
     static __device__ __forceinline__ uint8_t enc(float f)
     {
-        if (f != f) return 0x7f;
-        return (uint8_t)__nv_cvt_float_to_fp8(f, __NV_SATFINITE, FMT ? __NV_E5M2 : __NV_E4M3);
+        return FMT ? codec_e5m2_enc(f) : codec_e4m3_enc(f);
     }
 };
 

@@ -38,146 +38,41 @@
 #define ZN_BLOCK_BYTES 8192
 #endif
 
-/* ---------------------------------------------------------------------------------------------
- * Scalar conversions. Written without table lookups or data-dependent loops so that GCC can
- * if-convert and vectorize the narrow-type loops that call them.
- * ------------------------------------------------------------------------------------------- */
-
-static inline uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    return u;
-}
-
-static inline float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-/* The conversions use signed 32-bit lanes where the values allow it: SSE2 has signed compares
- * and int -> float conversion, but no unsigned ones, and the vectorizer gives up on loops that
- * would need them emulated. */
-static inline float half_dec(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    int32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    int32_t normal = ((e + 112) << 23) | (m << 13);  /* rebias 15 -> 127 */
-    int32_t special = 0x7f800000 | (m << 13);        /* inf, or NaN keeping its payload */
-    int32_t sub = (int32_t)f2u((float)m * 0x1p-24f); /* subnormal or zero, exact */
-    int32_t r = e == 0 ? sub : (e == 31 ? special : normal);
-    return u2f((uint32_t)r | sign);
-}
-
-/* Round to nearest even. The subnormal range uses the hardware adder: adding 0.5f, whose ulp is
- * the half subnormal step 2^-24, rounds the value to that step, and the low mantissa bits of the
- * sum are then the half code (1024 = the smallest normal, which is also the right code). */
-static inline uint16_t half_enc(float f)
-{
-    uint32_t x = f2u(f);
-    int32_t sign = (int32_t)((x >> 16) & 0x8000u);
-    int32_t u = (int32_t)(x & 0x7fffffffu);
-    /* normal: rebias 127 -> 15, add half an ulp minus one, one more if the kept lsb is odd */
-    int32_t normal = (int32_t)(((uint32_t)u + 0xc8000fffu + (((uint32_t)u >> 13) & 1u)) >> 13);
-    int32_t sub = (int32_t)(f2u(u2f((uint32_t)u) + 0.5f) - 0x3f000000u);
-    int32_t r = u < 0x38800000 ? sub : normal; /* below 2^-14 */
-    r = u >= 0x477ff000 ? 0x7c00 : r;          /* >= 65520 rounds past 65504 */
-    r |= sign;
-    return (uint16_t)(u > 0x7f800000 ? 0x7fff : r);
-}
-
-static inline float bf16_dec(uint16_t h)
-{
-    return u2f((uint32_t)h << 16);
-}
-
-/* Infinity stays infinity, and the largest finite values round up into it by the carry. */
-static inline uint16_t bf16_enc(float f)
-{
-    uint32_t x = f2u(f);
-    uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-    return (uint16_t)((int32_t)(x & 0x7fffffffu) > 0x7f800000 ? 0x7fffu : r);
-}
-
-static inline float e4m3_dec(uint8_t v)
-{
-    uint32_t sign = (uint32_t)(v & 0x80u) << 24;
-    int32_t e = (v >> 3) & 0xf, m = v & 0x7;
-    int32_t normal = ((e + 120) << 23) | (m << 20); /* rebias 7 -> 127 */
-    int32_t sub = (int32_t)f2u((float)m * 0x1p-9f);
-    int32_t r = e == 0 ? sub : normal;
-    r = (v & 0x7f) == 0x7f ? 0x7fc00000 : r;
-    return u2f((uint32_t)r | sign);
-}
-
-/* e5m2 is the top byte of an IEEE half, so decoding goes through the half decoder. */
-static inline float e5m2_dec(uint8_t v)
-{
-    return half_dec((uint16_t)(v << 8));
-}
-
-/* Saturating (__NV_SATFINITE): everything above 448 (including +-inf) becomes +-448; values in
- * (448, 464] would round to 448 anyway and larger ones would round to 480, which is not a
- * finite e4m3 value. The subnormal trick is the one of half_enc with 2^14 (ulp 2^-9). */
-static inline uint8_t e4m3_enc(float f)
-{
-    uint32_t x = f2u(f);
-    int32_t sign = (int32_t)((x >> 24) & 0x80u);
-    int32_t u = (int32_t)(x & 0x7fffffffu);
-    int32_t normal = (int32_t)(((uint32_t)u + 0xc407ffffu + (((uint32_t)u >> 20) & 1u)) >> 20);
-    int32_t sub = (int32_t)(f2u(u2f((uint32_t)u) + 0x1p14f) - 0x46800000u);
-    int32_t r = u < 0x3c800000 ? sub : normal; /* below 2^-6 */
-    r = u > 0x43e00000 ? 0x7e : r;             /* above 448 */
-    r |= sign;
-    return (uint8_t)(u > 0x7f800000 ? 0x7f : r);
-}
-
-static inline uint8_t e5m2_enc(float f)
-{
-    uint32_t x = f2u(f);
-    int32_t sign = (int32_t)((x >> 24) & 0x80u);
-    int32_t u = (int32_t)(x & 0x7fffffffu);
-    int32_t normal = (int32_t)(((uint32_t)u + 0xc80fffffu + (((uint32_t)u >> 21) & 1u)) >> 21);
-    int32_t sub = (int32_t)(f2u(u2f((uint32_t)u) + 128.0f) - 0x43000000u); /* ulp 2^-16 */
-    int32_t r = u < 0x38800000 ? sub : normal;                             /* below 2^-14 */
-    r = u > 0x47600000 ? 0x7b : r;                                         /* above 57344 */
-    r |= sign;
-    return (uint8_t)(u > 0x7f800000 ? 0x7f : r);
-}
+/* The scalar conversions, shared with the GPU kernels. Included after the optimize pragma above
+ * so that they are compiled (and inlined into the loops) with the same options as before. */
+#include "abi/codec.h"
 
 float zn_half_to_float(uint16_t h)
 {
-    return half_dec(h);
+    return codec_half_dec(h);
 }
 uint16_t zn_float_to_half(float f)
 {
-    return half_enc(f);
+    return codec_half_enc(f);
 }
 float zn_bf16_to_float(uint16_t h)
 {
-    return bf16_dec(h);
+    return codec_bf16_dec(h);
 }
 uint16_t zn_float_to_bf16(float f)
 {
-    return bf16_enc(f);
+    return codec_bf16_enc(f);
 }
 float zn_e4m3_to_float(uint8_t v)
 {
-    return e4m3_dec(v);
+    return codec_e4m3_dec(v);
 }
 uint8_t zn_float_to_e4m3(float f)
 {
-    return e4m3_enc(f);
+    return codec_e4m3_enc(f);
 }
 float zn_e5m2_to_float(uint8_t v)
 {
-    return e5m2_dec(v);
+    return codec_e5m2_dec(v);
 }
 uint8_t zn_float_to_e5m2(float f)
 {
-    return e5m2_enc(f);
+    return codec_e5m2_enc(f);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -221,7 +116,7 @@ INT_OPS(u64, uint64_t, uint64_t)
  * below +0, so the result never depends on which rank's value came first. */
 static inline float f32_nan(void)
 {
-    return u2f(0x7fffffffu);
+    return codec_u2f(0x7fffffffu);
 }
 
 static inline double f64_nan(void)
@@ -260,22 +155,22 @@ FLOAT_OPS(f32, float)
 FLOAT_OPS(f64, double)
 
 /* Narrow floating types: decode both to float, compute in float, encode once. */
-#define NARROW_OPS(tag, T)                                     \
-    static inline T tag##_sum(T a, T b)                        \
-    {                                                          \
-        return tag##_enc(tag##_dec(a) + tag##_dec(b));         \
-    }                                                          \
-    static inline T tag##_prod(T a, T b)                       \
-    {                                                          \
-        return tag##_enc(tag##_dec(a) * tag##_dec(b));         \
-    }                                                          \
-    static inline T tag##_max(T a, T b)                        \
-    {                                                          \
-        return tag##_enc(f32_max(tag##_dec(a), tag##_dec(b))); \
-    }                                                          \
-    static inline T tag##_min(T a, T b)                        \
-    {                                                          \
-        return tag##_enc(f32_min(tag##_dec(a), tag##_dec(b))); \
+#define NARROW_OPS(tag, T)                                                             \
+    static inline T tag##_sum(T a, T b)                                                \
+    {                                                                                  \
+        return codec_##tag##_enc(codec_##tag##_dec(a) + codec_##tag##_dec(b));         \
+    }                                                                                  \
+    static inline T tag##_prod(T a, T b)                                               \
+    {                                                                                  \
+        return codec_##tag##_enc(codec_##tag##_dec(a) * codec_##tag##_dec(b));         \
+    }                                                                                  \
+    static inline T tag##_max(T a, T b)                                                \
+    {                                                                                  \
+        return codec_##tag##_enc(f32_max(codec_##tag##_dec(a), codec_##tag##_dec(b))); \
+    }                                                                                  \
+    static inline T tag##_min(T a, T b)                                                \
+    {                                                                                  \
+        return codec_##tag##_enc(f32_min(codec_##tag##_dec(a), codec_##tag##_dec(b))); \
     }
 
 NARROW_OPS(half, uint16_t)
@@ -516,9 +411,9 @@ static float float_round_odd(double x)
 {
     float f = (float)x;
     if (isnan(x) || (double)f == x) return f;
-    uint32_t u = f2u(f);
+    uint32_t u = codec_f2u(f);
     if (fabs((double)f) > fabs(x)) u -= 1; /* one step toward zero: same sign, smaller magnitude */
-    return u2f(u | 1u);
+    return codec_u2f(u | 1u);
 }
 
 void zn_dtype_from_double(ncclDataType_t t, double x, void *out)
@@ -539,7 +434,7 @@ void zn_dtype_from_double(ncclDataType_t t, double x, void *out)
         break;
     }
     case ncclFloat16: {
-        uint16_t v = half_enc(float_round_odd(x));
+        uint16_t v = codec_half_enc(float_round_odd(x));
         memcpy(out, &v, sizeof(v));
         break;
     }
@@ -550,12 +445,12 @@ void zn_dtype_from_double(ncclDataType_t t, double x, void *out)
     }
     case ncclFloat64: memcpy(out, &x, sizeof(x)); break;
     case ncclBfloat16: {
-        uint16_t v = bf16_enc(float_round_odd(x));
+        uint16_t v = codec_bf16_enc(float_round_odd(x));
         memcpy(out, &v, sizeof(v));
         break;
     }
-    case ncclFloat8e4m3: *(uint8_t *)out = e4m3_enc(float_round_odd(x)); break;
-    case ncclFloat8e5m2: *(uint8_t *)out = e5m2_enc(float_round_odd(x)); break;
+    case ncclFloat8e4m3: *(uint8_t *)out = codec_e4m3_enc(float_round_odd(x)); break;
+    case ncclFloat8e5m2: *(uint8_t *)out = codec_e5m2_enc(float_round_odd(x)); break;
     default: break;
     }
 }
@@ -569,12 +464,12 @@ double zn_dtype_to_double(ncclDataType_t t, const void *buf, size_t i)
     case ncclUint32: return ((const uint32_t *)buf)[i];
     case ncclInt64: return (double)((const int64_t *)buf)[i];
     case ncclUint64: return (double)((const uint64_t *)buf)[i];
-    case ncclFloat16: return half_dec(((const uint16_t *)buf)[i]);
+    case ncclFloat16: return codec_half_dec(((const uint16_t *)buf)[i]);
     case ncclFloat32: return ((const float *)buf)[i];
     case ncclFloat64: return ((const double *)buf)[i];
-    case ncclBfloat16: return bf16_dec(((const uint16_t *)buf)[i]);
-    case ncclFloat8e4m3: return e4m3_dec(((const uint8_t *)buf)[i]);
-    case ncclFloat8e5m2: return e5m2_dec(((const uint8_t *)buf)[i]);
+    case ncclBfloat16: return codec_bf16_dec(((const uint16_t *)buf)[i]);
+    case ncclFloat8e4m3: return codec_e4m3_dec(((const uint8_t *)buf)[i]);
+    case ncclFloat8e5m2: return codec_e5m2_dec(((const uint8_t *)buf)[i]);
     default: return 0.0;
     }
 }

@@ -5,20 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Registry of built-in transports, in preference order: the first that can connect a peer
- * (and is not disabled) serves it. */
-#define ZN_TRANSPORT_LIST(X) X(shm) X(socket)
-
-static const struct zn_transport_ops *const transports[] = {
-#define ZN_X(name) &zn_transport_##name,
-    ZN_TRANSPORT_LIST(ZN_X)
-#undef ZN_X
-};
-#define NTRANSPORTS ((int)(sizeof(transports) / sizeof(transports[0])))
-
+/* The transports are zn_transports (transport/registry.c), in preference order. */
 struct zn_conns {
     const struct zn_tctx *ctx;
-    void *state[NTRANSPORTS];
+    void *state[ZN_NTRANSPORTS];
     int *tidx; /* transport index per peer */
 };
 
@@ -34,9 +24,10 @@ static int pick(const struct zn_tctx *ctx, int a, int b)
 {
     struct zn_tctx view = *ctx;
     view.rank = a;
-    for (int t = 0; t < NTRANSPORTS; t++)
-        if (transport_allowed(transports[t]) && transports[t]->can_connect(&view, b)) return t;
-    return NTRANSPORTS - 1;
+    for (int t = 0; t < ZN_NTRANSPORTS; t++)
+        if (transport_allowed(zn_transports[t]) && zn_transports[t]->can_connect(&view, b))
+            return t;
+    return ZN_NTRANSPORTS - 1;
 }
 
 ncclResult_t zn_conns_create(const struct zn_tctx *ctx, struct zn_conns **out)
@@ -47,23 +38,31 @@ ncclResult_t zn_conns_create(const struct zn_tctx *ctx, struct zn_conns **out)
         return zn_error(ncclSystemError, ZN_INIT, "out of memory");
     }
     c->ctx = ctx;
+    for (int t = 0; t < ZN_NTRANSPORTS; t++) {
+        ncclResult_t r = zn_transport_check(zn_transports[t]);
+        if (r != ncclSuccess) {
+            free(c->tidx);
+            free(c);
+            return r;
+        }
+    }
     /* A transport is initialised on every rank if any pair of the communicator uses it: its
      * init may be collective, so the decision must be the same everywhere. Comparing host
      * hashes pairwise is O(n^2) but only hash compares, once per communicator. */
-    int used[NTRANSPORTS] = { 0 };
+    int used[ZN_NTRANSPORTS] = { 0 };
     for (int p = 0; p < ctx->nranks; p++)
         c->tidx[p] = p == ctx->rank ? -1 : pick(ctx, ctx->rank, p);
     for (int a = 0; a < ctx->nranks; a++) {
         int need_all = 1;
-        for (int t = 0; t < NTRANSPORTS; t++) need_all &= used[t];
+        for (int t = 0; t < ZN_NTRANSPORTS; t++) need_all &= used[t];
         if (need_all) break;
         for (int b = a + 1; b < ctx->nranks; b++) used[pick(ctx, a, b)] = 1;
     }
     ncclResult_t res = ncclSuccess;
-    for (int t = 0; t < NTRANSPORTS; t++) {
+    for (int t = 0; t < ZN_NTRANSPORTS; t++) {
         if (!used[t]) continue;
-        ZN_CHECK_GOTO(transports[t]->init(ctx, &c->state[t]), res, fail);
-        zn_info(ZN_INIT, "transport %s initialised", transports[t]->name);
+        ZN_CHECK_GOTO(zn_transports[t]->init(ctx, &c->state[t]), res, fail);
+        zn_info(ZN_INIT, "transport %s initialised", zn_transports[t]->name);
     }
     *out = c;
     return ncclSuccess;
@@ -76,32 +75,32 @@ ncclResult_t zn_conns_get(struct zn_conns *c, int peer, int channel, struct zn_c
 {
     int t = c->tidx[peer];
     if (t < 0) return zn_error(ncclInternalError, ZN_NET, "no transport connects a rank to itself");
-    return transports[t]->connect(c->state[t], peer, channel, out);
+    return zn_transports[t]->connect(c->state[t], peer, channel, out);
 }
 
 const struct zn_transport_ops *zn_conns_transport(const struct zn_conns *c, int peer)
 {
-    return c->tidx[peer] < 0 ? NULL : transports[c->tidx[peer]];
+    return c->tidx[peer] < 0 ? NULL : zn_transports[c->tidx[peer]];
 }
 
 int zn_conns_uses_shm(const struct zn_conns *c)
 {
     for (int p = 0; p < c->ctx->nranks; p++)
-        if (c->tidx[p] >= 0 && transports[c->tidx[p]] == &zn_transport_shm) return 1;
+        if (c->tidx[p] >= 0 && zn_transports[c->tidx[p]] == &zn_transport_shm) return 1;
     return 0;
 }
 
 void zn_conns_abort(struct zn_conns *c, const char *msg)
 {
-    for (int t = 0; c && t < NTRANSPORTS; t++)
-        if (c->state[t]) transports[t]->abort(c->state[t], msg);
+    for (int t = 0; c && t < ZN_NTRANSPORTS; t++)
+        if (c->state[t]) zn_transports[t]->abort(c->state[t], msg);
 }
 
 void zn_conns_destroy(struct zn_conns *c)
 {
     if (!c) return;
-    for (int t = 0; t < NTRANSPORTS; t++)
-        if (c->state[t]) transports[t]->fini(c->state[t]);
+    for (int t = 0; t < ZN_NTRANSPORTS; t++)
+        if (c->state[t]) zn_transports[t]->fini(c->state[t]);
     free(c->tidx);
     free(c);
 }

@@ -282,6 +282,19 @@ static ncclResult_t map_peers(struct zn_p2p *p, const struct zn_tctx *ctx,
     return ncclSuccess;
 }
 
+/* The listener of this rank's arena fd server (cuMem arenas), in *lfd (closed by the caller). */
+static ncclResult_t listen_fd_server(const struct zn_tctx *ctx, int *lfd)
+{
+    struct sockaddr_un a;
+    socklen_t len;
+    uds_name(&a, &len, ctx->comm_hash, ctx->rank, "p2p");
+    *lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*lfd < 0 || bind(*lfd, (struct sockaddr *)&a, len) != 0 || listen(*lfd, 64) != 0)
+        return zn_error(ncclSystemError, ZN_P2P, "p2p: cannot listen on a Unix socket: %s",
+                        strerror(errno));
+    return ncclSuccess;
+}
+
 ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, const uint8_t *want,
                            struct zn_p2p **out)
 {
@@ -306,17 +319,7 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, con
     ZN_CHECK_GOTO(zn_cuda_bus_id(dev, all[ctx->rank].bus_id, sizeof(all[ctx->rank].bus_id)), res,
                   fail);
     /* Listen before the allgather, so that peers that learn of us can connect at once. */
-    if (p->local_kind == 0) {
-        struct sockaddr_un a;
-        socklen_t len;
-        uds_name(&a, &len, ctx->comm_hash, ctx->rank, "p2p");
-        lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, len) != 0 || listen(lfd, 64) != 0) {
-            res = zn_error(ncclSystemError, ZN_P2P, "p2p: cannot listen on a Unix socket: %s",
-                           strerror(errno));
-            goto fail;
-        }
-    }
+    if (p->local_kind == 0) ZN_CHECK_GOTO(listen_fd_server(ctx, &lfd), res, fail);
     ZN_CHECK_GOTO(zn_boot_allgather(ctx->boot, all, sizeof(*all)), res, fail);
     if (p->local_kind == 0) {
         /* cuMem arenas are mapped through an imported fd by every peer that maps it, in this

@@ -1,8 +1,8 @@
 /*
  * The socket transport: TCP connections between any two ranks, on the same host or not.
- * This file holds the ops table, per-communicator init / fini and the shared helpers;
- * socket_conn.c sets connections up, socket_data.c moves the bytes (socket_internal.h says
- * what lives where, socket_wire.h what goes over the wire).
+ * This file holds the ops table and per-communicator init / fini; socket_common.c the
+ * helpers the files share, socket_conn.c sets connections up, socket_data.c moves the bytes
+ * (socket_internal.h says what lives where, socket_wire.h what goes over the wire).
  *
  * Each rank opens one listener at init and allgathers its address; every connection of the
  * communicator, whatever its peer or channel, arrives on it. Rejected design: a listener per
@@ -19,78 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-const char *zs_channel_name(int channel)
-{
-    switch (channel) {
-    case ZN_CH_COLL: return "collective";
-    case ZN_CH_P2P: return "point-to-point";
-    default: return "unknown";
-    }
-}
-
-void zs_peer_str(const struct zs_conn *c, char *buf, size_t len)
-{
-    zn_peer_str(&c->st->ctx, c->hdr.peer, buf, len);
-}
-
-ncclResult_t zs_fail(struct zs_conn *c, ncclResult_t code, const char *fmt, ...)
-{
-    /* The first error is the cause; anything after it is a consequence. */
-    if (c->err != ncclSuccess) return zs_sticky(c);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
-    va_end(ap);
-    c->err = code;
-    zs_setup_over(c);
-    return zn_error(code, ZN_NET, "%s", c->errmsg);
-}
-
-void zs_setup_over(struct zs_conn *c)
-{
-    if (c->setup_over) return;
-    c->setup_over = 1;
-    c->st->unready--;
-}
-
-ncclResult_t zs_sticky(struct zs_conn *c)
-{
-    zn_set_last_error(c->errmsg);
-    return c->err;
-}
-
-ncclResult_t zs_conn_get(struct zs_state *st, int peer, int channel, int create,
-                         struct zs_conn **out)
-{
-    struct zs_conn **slot = &st->conns[(size_t)peer * ZN_NCHANNELS + (size_t)channel];
-    if (*slot || !create) {
-        *out = *slot;
-        return ncclSuccess;
-    }
-    struct zs_conn *c;
-    ZN_CHECK(zn_calloc(&c, 1, "socket transport connection"));
-    c->hdr.ops = &zn_transport_socket;
-    c->hdr.peer = peer;
-    c->hdr.channel = channel;
-    c->st = st;
-    c->nsocks = st->nsocks;
-    c->initiator = st->ctx.rank < peer;
-    c->deadline = INT64_MAX; /* set by connect(); a peer's HELLO alone does not start it */
-    for (int s = 0; s < ZN_SOCKET_MAX_NSOCKS; s++) c->socks[s].fd = -1;
-    st->unready++;
-    *slot = c;
-    *out = c;
-    return ncclSuccess;
-}
-
-void zs_conn_close(struct zs_conn *c)
-{
-    for (int s = 0; s < ZN_SOCKET_MAX_NSOCKS; s++) {
-        if (c->socks[s].fd >= 0) close(c->socks[s].fd);
-        c->socks[s].fd = -1;
-    }
-}
 
 /* can_connect -- any thread, pure. TCP reaches every rank, on this host or another. */
 static int socket_can_connect(const struct zn_tctx *ctx, int peer)
@@ -179,7 +107,7 @@ static void socket_fini(void *state)
     if (st->conns) {
         for (size_t i = 0; i < (size_t)st->ctx.nranks * ZN_NCHANNELS; i++) {
             if (!st->conns[i]) continue;
-            zs_conn_close(st->conns[i]);
+            zn_socket_conn_close(st->conns[i]);
             free(st->conns[i]);
         }
     }
@@ -195,7 +123,7 @@ static void socket_abort(void *state, const char *msg)
 {
     struct zs_state *st = state;
     for (size_t i = 0; st && i < (size_t)st->ctx.nranks * ZN_NCHANNELS; i++)
-        if (st->conns[i]) zs_send_abort(st->conns[i], msg);
+        if (st->conns[i]) zn_socket_send_abort(st->conns[i], msg);
 }
 
 const union zn_sockaddr *zn_socket_listen_addr(void *state, int rank)
@@ -211,7 +139,14 @@ int zn_socket_listen_port(void *state)
     return st ? zn_sockaddr_port(&st->laddr) : -1;
 }
 
+/* The calibration of algo/registry.c's cost model: one message over TCP. */
+static void socket_query(const struct zn_tctx *ctx, int peer, struct zn_transport_props *props)
+{
+    *props = (struct zn_transport_props){ .caps = ZN_TCAP_MSG, .latency_us = 10.0, .bw = 2000.0 };
+}
+
 const struct zn_transport_ops zn_transport_socket = {
+    .size = sizeof(struct zn_transport_ops),
     .name = "socket",
     /* Any thread; pure. */
     .can_connect = socket_can_connect,
@@ -219,15 +154,20 @@ const struct zn_transport_ops zn_transport_socket = {
     .init = socket_init,
     /* User thread; never blocks: starts non-blocking TCP connects (or finds the connection a
      * peer's HELLO already made); setup completes inside progress. */
-    .connect = zs_connect,
+    .connect = zn_socket_connect,
     /* User thread; never blocks: queue the request, progress moves the bytes. */
-    .isend = zs_isend,
-    .irecv = zs_irecv,
+    .isend = zn_socket_isend,
+    .irecv = zn_socket_irecv,
     /* User thread; never blocks: non-blocking sendmsg / recvmsg until the kernel says
      * EAGAIN, plus accepting and identifying connections on the shared listener. */
-    .progress = zs_progress,
+    .progress = zn_socket_progress,
     /* User thread; bounded (100 ms per peer at most): an ABORT frame on every idle socket. */
     .abort = socket_abort,
     /* User thread; never blocks: closes every socket and frees the state. */
     .fini = socket_fini,
+    /* Any thread; pure. */
+    .query = socket_query,
+    /* Host memory needs no registration for TCP. */
+    .reg = zn_transport_reg_unsupported,
+    .dereg = zn_transport_dereg_unsupported,
 };

@@ -48,13 +48,13 @@ static void conn_socket_ready(struct zs_conn *c, struct zs_sock *sk)
     sk->state = ZS_READY;
     sk->hello_off = 0;
     c->nready++;
-    if (!zs_conn_ready(c)) return;
-    zs_setup_over(c);
+    if (!zn_socket_conn_ready(c)) return;
+    zn_socket_setup_over(c);
     if (zn_log_enabled(ZN_LOG_INFO, ZN_NET)) {
         char who[160];
-        zs_peer_str(c, who, sizeof(who));
+        zn_socket_peer_str(c, who, sizeof(who));
         zn_info(ZN_NET, "socket transport: connected to %s on the %s channel (%d socket%s, %s)",
-                who, zs_channel_name(c->hdr.channel), c->nsocks, c->nsocks > 1 ? "s" : "",
+                who, zn_socket_channel_name(c->hdr.channel), c->nsocks, c->nsocks > 1 ? "s" : "",
                 c->initiator ? "outgoing" : "incoming");
     }
 }
@@ -89,15 +89,17 @@ static void start_connect(struct zs_conn *c, struct zs_sock *sk)
 static ncclResult_t closed_during_setup(struct zs_conn *c, int s, int rc)
 {
     char who[160], a[ZN_SOCKADDR_STRLEN];
-    zs_peer_str(c, who, sizeof(who));
+    zn_socket_peer_str(c, who, sizeof(who));
     zn_sockaddr_str(&c->st->addrs[c->hdr.peer], a, sizeof(a));
     if (rc == -EPIPE || rc == -ECONNRESET)
-        return zs_fail(c, ncclRemoteError,
-                       "%s at %s closed socket %d of the %s channel during connection setup: it "
-                       "rejected the connection (its log says why) or exited",
-                       who, a, s, zs_channel_name(c->hdr.channel));
-    return zs_fail(c, ncclRemoteError, "connection setup with %s at %s (%s channel) failed: %s",
-                   who, a, zs_channel_name(c->hdr.channel), strerror(-rc));
+        return zn_socket_fail(
+            c, ncclRemoteError,
+            "%s at %s closed socket %d of the %s channel during connection setup: it "
+            "rejected the connection (its log says why) or exited",
+            who, a, s, zn_socket_channel_name(c->hdr.channel));
+    return zn_socket_fail(c, ncclRemoteError,
+                          "connection setup with %s at %s (%s channel) failed: %s", who, a,
+                          zn_socket_channel_name(c->hdr.channel), strerror(-rc));
 }
 
 /* Check the ACK that the peer wrote back on socket s. */
@@ -106,27 +108,30 @@ static ncclResult_t check_ack(struct zs_conn *c, int s)
     struct zs_sock *sk = &c->socks[s];
     const struct zn_tctx *ctx = &c->st->ctx;
     char who[160];
-    zs_peer_str(c, who, sizeof(who));
+    zn_socket_peer_str(c, who, sizeof(who));
     struct zn_socket_hello h;
     int rc = zn_socket_hello_decode(sk->hello, sizeof(sk->hello), ctx->comm_hash, &h);
     if (rc)
-        return zs_fail(c, ncclRemoteError,
-                       "%s answered the connection setup on the %s channel with a malformed "
-                       "ACK (%s)",
-                       who, zs_channel_name(c->hdr.channel), zn_socket_wire_strerror(rc));
+        return zn_socket_fail(c, ncclRemoteError,
+                              "%s answered the connection setup on the %s channel with a malformed "
+                              "ACK (%s)",
+                              who, zn_socket_channel_name(c->hdr.channel),
+                              zn_socket_wire_strerror(rc));
     if (h.nsocks != c->nsocks)
-        return zs_fail(c, ncclInvalidUsage,
-                       "%s uses %u sockets per connection but this rank uses %d: set the same "
-                       "ZINC_SOCKET_NSOCKS on every rank",
-                       who, (unsigned)h.nsocks, c->nsocks);
+        return zn_socket_fail(
+            c, ncclInvalidUsage,
+            "%s uses %u sockets per connection but this rank uses %d: set the same "
+            "ZINC_SOCKET_NSOCKS on every rank",
+            who, (unsigned)h.nsocks, c->nsocks);
     if (h.kind != ZN_SOCKET_ACK || h.from != c->hdr.peer || h.to != ctx->rank ||
         h.channel != (uint32_t)c->hdr.channel || h.sock != s)
-        return zs_fail(c, ncclRemoteError,
-                       "%s answered the connection setup with an ACK for another connection "
-                       "(kind %u, from %d, to %d, channel %u, socket %u; expected ACK from %d to "
-                       "%d, channel %d, socket %d)",
-                       who, (unsigned)h.kind, (int)h.from, (int)h.to, (unsigned)h.channel,
-                       (unsigned)h.sock, c->hdr.peer, ctx->rank, c->hdr.channel, s);
+        return zn_socket_fail(
+            c, ncclRemoteError,
+            "%s answered the connection setup with an ACK for another connection "
+            "(kind %u, from %d, to %d, channel %u, socket %u; expected ACK from %d to "
+            "%d, channel %d, socket %d)",
+            who, (unsigned)h.kind, (int)h.from, (int)h.to, (unsigned)h.channel, (unsigned)h.sock,
+            c->hdr.peer, ctx->rank, c->hdr.channel, s);
     return ncclSuccess;
 }
 
@@ -195,7 +200,7 @@ static ncclResult_t initiator_step(struct zs_conn *c, int s, int *progressed)
     }
 }
 
-ncclResult_t zs_connect(void *state, int peer, int channel, struct zn_conn **out)
+ncclResult_t zn_socket_connect(void *state, int peer, int channel, struct zn_conn **out)
 {
     struct zs_state *st = state;
     if (peer < 0 || peer >= st->ctx.nranks || peer == st->ctx.rank)
@@ -207,7 +212,7 @@ ncclResult_t zs_connect(void *state, int peer, int channel, struct zn_conn **out
         return zn_error(ncclInternalError, ZN_NET, "socket transport: connect on channel %d",
                         channel);
     struct zs_conn *c;
-    ZN_CHECK(zs_conn_get(st, peer, channel, 1, &c));
+    ZN_CHECK(zn_socket_conn_get(st, peer, channel, 1, &c));
     if (!c->connected) {
         c->connected = 1;
         c->deadline = zn_now_ns() + zn_timeout_ns();
@@ -259,11 +264,11 @@ static void reject_nsocks(struct zs_state *st, int i, struct zs_conn *c,
                           const struct zn_socket_hello *h)
 {
     char who[160];
-    zs_peer_str(c, who, sizeof(who));
-    zs_fail(c, ncclInvalidUsage,
-            "%s uses %u sockets per connection but this rank uses %d: set the same "
-            "ZINC_SOCKET_NSOCKS on every rank",
-            who, (unsigned)h->nsocks, c->nsocks);
+    zn_socket_peer_str(c, who, sizeof(who));
+    zn_socket_fail(c, ncclInvalidUsage,
+                   "%s uses %u sockets per connection but this rank uses %d: set the same "
+                   "ZINC_SOCKET_NSOCKS on every rank",
+                   who, (unsigned)h->nsocks, c->nsocks);
     struct zn_socket_hello ack = {
         .magic = st->ctx.comm_hash,
         .kind = ZN_SOCKET_ACK,
@@ -306,7 +311,7 @@ static void identify(struct zs_state *st, int i, int *progressed)
         return;
     }
     struct zs_conn *c;
-    if (zs_conn_get(st, h.from, (int)h.channel, 1, &c) != ncclSuccess) {
+    if (zn_socket_conn_get(st, h.from, (int)h.channel, 1, &c) != ncclSuccess) {
         reject(st, i, "out of memory");
         return;
     }
@@ -326,7 +331,7 @@ static void identify(struct zs_state *st, int i, int *progressed)
         snprintf(why, sizeof(why),
                  "its HELLO claims socket %u of rank %d's %s connection, which is already "
                  "taken",
-                 (unsigned)h.sock, (int)h.from, zs_channel_name((int)h.channel));
+                 (unsigned)h.sock, (int)h.from, zn_socket_channel_name((int)h.channel));
         reject(st, i, why);
         return;
     }
@@ -374,7 +379,7 @@ static int pending_step(struct zs_state *st, int i, int64_t now, int *progressed
     return 0;
 }
 
-void zs_accept_poll(struct zs_state *st, int *progressed)
+void zn_socket_accept_poll(struct zs_state *st, int *progressed)
 {
     int64_t now = zn_now_ns();
     if (st->unready == 0 && now < st->next_accept) return;
@@ -419,7 +424,7 @@ void zs_accept_poll(struct zs_state *st, int *progressed)
     }
 }
 
-ncclResult_t zs_setup_progress(struct zs_conn *c, int *progressed)
+ncclResult_t zn_socket_setup_progress(struct zs_conn *c, int *progressed)
 {
     for (int s = 0; s < c->nsocks && !c->err; s++) {
         if (c->initiator)
@@ -427,26 +432,28 @@ ncclResult_t zs_setup_progress(struct zs_conn *c, int *progressed)
         else
             ZN_CHECK(acceptor_step(c, s, progressed));
     }
-    if (c->err) return zs_sticky(c);
-    if (zs_conn_ready(c) || zn_now_ns() < c->deadline) return ncclSuccess;
+    if (c->err) return zn_socket_sticky(c);
+    if (zn_socket_conn_ready(c) || zn_now_ns() < c->deadline) return ncclSuccess;
 
     char who[160], a[ZN_SOCKADDR_STRLEN];
-    zs_peer_str(c, who, sizeof(who));
+    zn_socket_peer_str(c, who, sizeof(who));
     zn_sockaddr_str(&c->st->addrs[c->hdr.peer], a, sizeof(a));
     int last = 0;
     for (int s = 0; s < c->nsocks; s++)
         if (c->socks[s].last_err) last = c->socks[s].last_err;
     if (c->initiator)
-        return zs_fail(c, ncclRemoteError,
-                       "could not connect to %s at %s on the %s channel within ZINC_TIMEOUT=%llds "
-                       "(%d of %d sockets up; last connect error: %s): the peer exited, hangs, "
-                       "or a firewall blocks the port",
-                       who, a, zs_channel_name(c->hdr.channel), (long long)zn_params()->timeout,
-                       c->nready, c->nsocks, errno_str(last));
-    return zs_fail(c, ncclRemoteError,
-                   "%s (listening at %s) did not connect to this rank on the %s channel within "
-                   "ZINC_TIMEOUT=%llds (%d of %d sockets up): it exited, hangs, never called "
-                   "connect for this pair, or cannot reach this host",
-                   who, a, zs_channel_name(c->hdr.channel), (long long)zn_params()->timeout,
-                   c->nready, c->nsocks);
+        return zn_socket_fail(
+            c, ncclRemoteError,
+            "could not connect to %s at %s on the %s channel within ZINC_TIMEOUT=%llds "
+            "(%d of %d sockets up; last connect error: %s): the peer exited, hangs, "
+            "or a firewall blocks the port",
+            who, a, zn_socket_channel_name(c->hdr.channel), (long long)zn_params()->timeout,
+            c->nready, c->nsocks, errno_str(last));
+    return zn_socket_fail(
+        c, ncclRemoteError,
+        "%s (listening at %s) did not connect to this rank on the %s channel within "
+        "ZINC_TIMEOUT=%llds (%d of %d sockets up): it exited, hangs, never called "
+        "connect for this pair, or cannot reach this host",
+        who, a, zn_socket_channel_name(c->hdr.channel), (long long)zn_params()->timeout, c->nready,
+        c->nsocks);
 }

@@ -82,7 +82,7 @@ static void enqueue(struct zn_req **head, struct zn_req **tail, struct zn_req *r
 
 static ncclResult_t post_check(struct zs_conn *c, const void *buf, size_t len, struct zn_req *req)
 {
-    if (c->err != ncclSuccess) return zs_sticky(c);
+    if (c->err != ncclSuccess) return zn_socket_sticky(c);
     if (!req || (!buf && len))
         return zn_error(ncclInternalError, ZN_NET,
                         "socket transport: request %p with buffer %p and length %zu posted",
@@ -91,7 +91,7 @@ static ncclResult_t post_check(struct zs_conn *c, const void *buf, size_t len, s
 }
 
 /* isend -- the user thread; never blocks. */
-ncclResult_t zs_isend(struct zn_conn *conn, const void *buf, size_t len, struct zn_req *req)
+ncclResult_t zn_socket_isend(struct zn_conn *conn, const void *buf, size_t len, struct zn_req *req)
 {
     struct zs_conn *c = (struct zs_conn *)conn;
     ZN_CHECK(post_check(c, buf, len, req));
@@ -111,7 +111,7 @@ ncclResult_t zs_isend(struct zn_conn *conn, const void *buf, size_t len, struct 
 }
 
 /* irecv -- the user thread; never blocks. */
-ncclResult_t zs_irecv(struct zn_conn *conn, void *buf, size_t len, struct zn_req *req)
+ncclResult_t zn_socket_irecv(struct zn_conn *conn, void *buf, size_t len, struct zn_req *req)
 {
     struct zs_conn *c = (struct zs_conn *)conn;
     ZN_CHECK(post_check(c, buf, len, req));
@@ -132,16 +132,16 @@ ncclResult_t zs_irecv(struct zn_conn *conn, void *buf, size_t len, struct zn_req
 static ncclResult_t io_error(struct zs_conn *c, int s, int rc, int sending)
 {
     char who[160];
-    zs_peer_str(c, who, sizeof(who));
+    zn_socket_peer_str(c, who, sizeof(who));
     const char *what = sending ? "send" : "receive";
     if (rc == -EPIPE || rc == -ECONNRESET)
-        return zs_fail(c, ncclRemoteError,
-                       "%s closed its connection during a %s on the %s channel: the process "
-                       "exited or aborted",
-                       who, what, zs_channel_name(c->hdr.channel));
-    return zs_fail(c, ncclRemoteError, "%s to %s on the %s channel (socket %d) failed: %s",
-                   sending ? "sending" : "receiving", who, zs_channel_name(c->hdr.channel), s,
-                   strerror(-rc));
+        return zn_socket_fail(c, ncclRemoteError,
+                              "%s closed its connection during a %s on the %s channel: the process "
+                              "exited or aborted",
+                              who, what, zn_socket_channel_name(c->hdr.channel));
+    return zn_socket_fail(c, ncclRemoteError, "%s to %s on the %s channel (socket %d) failed: %s",
+                          sending ? "sending" : "receiving", who,
+                          zn_socket_channel_name(c->hdr.channel), s, strerror(-rc));
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -250,25 +250,26 @@ static void complete_sends(struct zs_conn *c)
 static ncclResult_t protocol_error(struct zs_conn *c, int s, const char *what)
 {
     char who[160];
-    zs_peer_str(c, who, sizeof(who));
+    zn_socket_peer_str(c, who, sizeof(who));
     const struct zn_socket_frame *f = &c->socks[s].rframe;
-    return zs_fail(c, ncclRemoteError,
-                   "%s broke the socket protocol on the %s channel (socket %d): %s (frame seq "
-                   "%u, length %llu, part %u of %u, flags 0x%x)",
-                   who, zs_channel_name(c->hdr.channel), s, what, (unsigned)f->seq,
-                   (unsigned long long)f->length, (unsigned)f->part, (unsigned)f->nparts,
-                   (unsigned)f->flags);
+    return zn_socket_fail(
+        c, ncclRemoteError,
+        "%s broke the socket protocol on the %s channel (socket %d): %s (frame seq "
+        "%u, length %llu, part %u of %u, flags 0x%x)",
+        who, zn_socket_channel_name(c->hdr.channel), s, what, (unsigned)f->seq,
+        (unsigned long long)f->length, (unsigned)f->part, (unsigned)f->nparts, (unsigned)f->flags);
 }
 
 static ncclResult_t length_mismatch(struct zs_conn *c, const struct zn_req *r, uint64_t length)
 {
     char who[160];
-    zs_peer_str(c, who, sizeof(who));
-    return zs_fail(c, ncclInvalidUsage,
-                   "%s sent %llu bytes but this rank posted a receive of %zu bytes on the %s "
-                   "channel (message %u of the connection; mismatched calls?)",
-                   who, (unsigned long long)length, r->len, zs_channel_name(c->hdr.channel),
-                   (unsigned)req_seq(r));
+    zn_socket_peer_str(c, who, sizeof(who));
+    return zn_socket_fail(
+        c, ncclInvalidUsage,
+        "%s sent %llu bytes but this rank posted a receive of %zu bytes on the %s "
+        "channel (message %u of the connection; mismatched calls?)",
+        who, (unsigned long long)length, r->len, zn_socket_channel_name(c->hdr.channel),
+        (unsigned)req_seq(r));
 }
 
 /* Find the request for the decoded header on socket s and start reading its part. Leaves
@@ -326,16 +327,16 @@ static ncclResult_t take_abort(struct zs_conn *c, int s)
     if (rc) len = (size_t)snprintf(text, sizeof(text), "(its message was lost: %s)", strerror(-rc));
     text[len] = 0;
     char who[160];
-    zs_peer_str(c, who, sizeof(who));
-    return zs_fail(c, ncclRemoteError, "%s failed: %s", who, text);
+    zn_socket_peer_str(c, who, sizeof(who));
+    return zn_socket_fail(c, ncclRemoteError, "%s failed: %s", who, text);
 }
 
 /* Tell the peer of c that this rank failed, if socket 0 is between frames (best effort: never
  * blocks for long, the peer may be gone). */
-void zs_send_abort(struct zs_conn *c, const char *msg)
+void zn_socket_send_abort(struct zs_conn *c, const char *msg)
 {
     struct zs_sock *sk = &c->socks[0];
-    if (!zs_conn_ready(c) || c->err != ncclSuccess || sk->shdr_off || sk->spay_off) return;
+    if (!zn_socket_conn_ready(c) || c->err != ncclSuccess || sk->shdr_off || sk->spay_off) return;
     size_t len = strlen(msg);
     if (len > ZN_SOCKET_ABORT_MAX) len = ZN_SOCKET_ABORT_MAX;
     struct zn_socket_frame f = { .length = len, .flags = ZN_SOCKET_FRAME_ABORT, .nparts = 1 };
@@ -362,7 +363,8 @@ static ncclResult_t recv_sock(struct zs_conn *c, int s, int *progressed)
                     rc = zn_sock_recv_some(sk->fd, sk->rhdr + sk->rhdr_got,
                                            ZN_SOCKET_FRAME_BYTES - sk->rhdr_got, &n);
                     /* A close between frames is only an error if a receive still needs this
-                     * socket; zs_progress decides once the receives that are complete are. */
+                     * socket; zn_socket_progress decides once the receives that are complete are.
+                     */
                     if (rc == -EPIPE && sk->rhdr_got == 0) {
                         sk->eof = 1;
                         return ncclSuccess;
@@ -429,23 +431,23 @@ static void complete_recvs(struct zs_conn *c)
 }
 
 /* progress -- the user thread; never blocks. */
-ncclResult_t zs_progress(struct zn_conn *conn, int *progressed)
+ncclResult_t zn_socket_progress(struct zn_conn *conn, int *progressed)
 {
     struct zs_conn *c = (struct zs_conn *)conn;
     struct zs_state *st = c->st;
     if (st->ctx.abort_flag && atomic_load_explicit(st->ctx.abort_flag, memory_order_relaxed)) {
         char who[160];
-        zs_peer_str(c, who, sizeof(who));
+        zn_socket_peer_str(c, who, sizeof(who));
         return zn_error(ncclRemoteError, ZN_NET,
                         "socket transport: aborted (connection to %s, %s channel)", who,
-                        zs_channel_name(c->hdr.channel));
+                        zn_socket_channel_name(c->hdr.channel));
     }
-    if (c->err != ncclSuccess) return zs_sticky(c);
-    zs_accept_poll(st, progressed);
-    if (c->err != ncclSuccess) return zs_sticky(c); /* a HELLO for c may have failed it */
-    if (!zs_conn_ready(c)) {
-        ZN_CHECK(zs_setup_progress(c, progressed));
-        if (!zs_conn_ready(c)) return ncclSuccess;
+    if (c->err != ncclSuccess) return zn_socket_sticky(c);
+    zn_socket_accept_poll(st, progressed);
+    if (c->err != ncclSuccess) return zn_socket_sticky(c); /* a HELLO for c may have failed it */
+    if (!zn_socket_conn_ready(c)) {
+        ZN_CHECK(zn_socket_setup_progress(c, progressed));
+        if (!zn_socket_conn_ready(c)) return ncclSuccess;
     }
     if (c->sq_head) {
         for (int s = 0; s < c->nsocks; s++) ZN_CHECK(send_sock(c, s, progressed));

@@ -1,8 +1,9 @@
 /*
  * State shared by the files of the socket transport (not seen outside it):
- *   socket.c       the ops table, init / fini, the listener
- *   socket_conn.c  connect(), accepting and identifying connections, the HELLO / ACK exchange
- *   socket_data.c  isend / irecv / progress: frames, striping, errors on the data path
+ *   socket.c        the ops table, init / fini, the listener
+ *   socket_common.c the helpers below (errors, the connection table)
+ *   socket_conn.c   connect(), accepting and identifying connections, the HELLO / ACK exchange
+ *   socket_data.c   isend / irecv / progress: frames, striping, errors on the data path
  *
  * Objects. One zs_state per communicator holds the listener, every rank's listener address
  * and a table of zs_conn indexed by (peer, channel). A zs_conn is one logical connection to a
@@ -121,41 +122,41 @@ struct zs_state {
     int64_t next_accept;
 };
 
-static inline int zs_conn_ready(const struct zs_conn *c)
+static inline int zn_socket_conn_ready(const struct zs_conn *c)
 {
     return c->nready == c->nsocks;
 }
 
-const char *zs_channel_name(int channel);
+const char *zn_socket_channel_name(int channel);
 
 /* "rank 3 (host, pid 1234)" for the peer of c. */
-void zs_peer_str(const struct zs_conn *c, char *buf, size_t len);
+void zn_socket_peer_str(const struct zs_conn *c, char *buf, size_t len);
 
 /* c is ready or failed: stop counting it among the connections being set up. */
-void zs_setup_over(struct zs_conn *c);
+void zn_socket_setup_over(struct zs_conn *c);
 
 /* The connection for (peer, channel); with create, make it if it does not exist. */
-ncclResult_t zs_conn_get(struct zs_state *st, int peer, int channel, int create,
-                         struct zs_conn **out);
+ncclResult_t zn_socket_conn_get(struct zs_state *st, int peer, int channel, int create,
+                                struct zs_conn **out);
 
 /* Fail c for good: log and record the error once, remember it for later calls. */
-ncclResult_t zs_fail(struct zs_conn *c, ncclResult_t code, const char *fmt, ...)
+ncclResult_t zn_socket_fail(struct zs_conn *c, ncclResult_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The error c failed with, recorded again as this thread's last error. */
-ncclResult_t zs_sticky(struct zs_conn *c);
+ncclResult_t zn_socket_sticky(struct zs_conn *c);
 
 /* socket_conn.c */
-ncclResult_t zs_connect(void *state, int peer, int channel, struct zn_conn **out);
+ncclResult_t zn_socket_connect(void *state, int peer, int channel, struct zn_conn **out);
 /* Accept and identify incoming sockets (all connections share the listener). */
-void zs_accept_poll(struct zs_state *st, int *progressed);
+void zn_socket_accept_poll(struct zs_state *st, int *progressed);
 /* Move c's setup on; fails c when its deadline passes. */
-ncclResult_t zs_setup_progress(struct zs_conn *c, int *progressed);
-void zs_conn_close(struct zs_conn *c);
+ncclResult_t zn_socket_setup_progress(struct zs_conn *c, int *progressed);
+void zn_socket_conn_close(struct zs_conn *c);
 
 /* socket_data.c */
-ncclResult_t zs_isend(struct zn_conn *conn, const void *buf, size_t len, struct zn_req *req);
-ncclResult_t zs_irecv(struct zn_conn *conn, void *buf, size_t len, struct zn_req *req);
-ncclResult_t zs_progress(struct zn_conn *conn, int *progressed);
-void zs_send_abort(struct zs_conn *c, const char *msg);
+ncclResult_t zn_socket_isend(struct zn_conn *conn, const void *buf, size_t len, struct zn_req *req);
+ncclResult_t zn_socket_irecv(struct zn_conn *conn, void *buf, size_t len, struct zn_req *req);
+ncclResult_t zn_socket_progress(struct zn_conn *conn, int *progressed);
+void zn_socket_send_abort(struct zs_conn *c, const char *msg);
 
 #endif

@@ -76,7 +76,24 @@ struct zn_conn_hdr {
 
 enum zn_channel { ZN_CH_COLL = 0, ZN_CH_P2P = 1, ZN_NCHANNELS = 2 };
 
+/* What a transport reports of itself (as UCX's iface_query): capabilities, and the latency and
+ * bandwidth of one message, which protocol choice and the cost model may read. */
+enum zn_transport_cap {
+    ZN_TCAP_MSG = 1u << 0, /* two-sided isend / irecv (every transport) */
+    ZN_TCAP_REG = 1u << 1, /* registers memory (reg / dereg do something) */
+};
+struct zn_transport_props {
+    uint32_t caps;     /* enum zn_transport_cap bits */
+    double latency_us; /* one message */
+    double bw;         /* bytes per microsecond */
+};
+
+/* A transport's operations. Every slot is filled: a capability a transport lacks points at the
+ * shared "unsupported" stub of that slot (below), never NULL. size grows the contract: a table
+ * built against an older layout is refused by zn_transport_check instead of being read past
+ * its end. */
 struct zn_transport_ops {
+    size_t size; /* sizeof(struct zn_transport_ops) */
     const char *name;
     /* Whether this transport can carry traffic between ctx->rank and peer. Pure. */
     int (*can_connect)(const struct zn_tctx *ctx, int peer);
@@ -102,11 +119,26 @@ struct zn_transport_ops {
     void (*abort)(void *state, const char *msg);
     /* Tear down every connection and the state. Does not block for long (peers may be gone). */
     void (*fini)(void *state);
+    /* Capabilities, latency and bandwidth toward peer. Pure. */
+    void (*query)(const struct zn_tctx *ctx, int peer, struct zn_transport_props *props);
+    /* Register [buf, buf + len) for transfers and return a handle; undo it. */
+    ncclResult_t (*reg)(void *state, void *buf, size_t len, void **handle);
+    ncclResult_t (*dereg)(void *state, void *handle);
 };
 
-/* The built-in transports, in registry order. */
+/* The built-in transports, in preference order: the first that can connect a peer (and is
+ * not disabled) serves it (transport/registry.c). */
+#define ZN_NTRANSPORTS 2
+extern const struct zn_transport_ops *const zn_transports[ZN_NTRANSPORTS];
 extern const struct zn_transport_ops zn_transport_shm;
 extern const struct zn_transport_ops zn_transport_socket;
+
+/* The table is of this build's size and fills every slot; else an error naming what is wrong. */
+ncclResult_t zn_transport_check(const struct zn_transport_ops *t);
+
+/* The "unsupported" stubs of the optional slots. */
+ncclResult_t zn_transport_reg_unsupported(void *state, void *buf, size_t len, void **handle);
+ncclResult_t zn_transport_dereg_unsupported(void *state, void *handle);
 
 /* "rank 3 (hostname, pid 1234)" for messages. */
 void zn_peer_str(const struct zn_tctx *ctx, int peer, char *buf, size_t len);

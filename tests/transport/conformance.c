@@ -59,17 +59,43 @@
  * Transports under test
  * ------------------------------------------------------------------------------------------- */
 
-static const struct zn_transport_ops *const all_transports[] = {
-    &zn_transport_socket,
-#ifdef ZN_HAVE_SHM_TRANSPORT
-    &zn_transport_shm,
-#endif
-};
+/* Every table of the registry is of this build's size with every slot filled, reports
+ * two-sided messages with a positive latency and bandwidth, and refuses registration unless it
+ * says it registers memory. */
+static int check_tables(void)
+{
+    int bad = 0;
+    for (int i = 0; i < ZN_NTRANSPORTS; i++) {
+        const struct zn_transport_ops *t = zn_transports[i];
+        if (zn_transport_check(t) != ncclSuccess) {
+            fprintf(stderr, "FAIL table of %s: %s\n", t->name ? t->name : "?", zn_last_error());
+            bad = 1;
+            continue;
+        }
+        struct zn_peer_info peers[2] = { { .rank = 0 }, { .rank = 1 } };
+        struct zn_tctx ctx = { .rank = 0, .nranks = 2, .peers = peers };
+        struct zn_transport_props props = { 0 };
+        t->query(&ctx, 1, &props);
+        if (!(props.caps & ZN_TCAP_MSG) || !(props.latency_us > 0) || !(props.bw > 0)) {
+            fprintf(stderr, "FAIL %s query: caps %#x latency %g us bw %g B/us\n", t->name,
+                    props.caps, props.latency_us, props.bw);
+            bad = 1;
+        }
+        void *handle = NULL;
+        char buf[64];
+        if (!(props.caps & ZN_TCAP_REG) && t->reg(NULL, buf, sizeof(buf), &handle) == ncclSuccess) {
+            fprintf(stderr, "FAIL %s registers memory but does not say so\n", t->name);
+            bad = 1;
+        }
+    }
+    return bad;
+}
 
+/* Every transport of the registry, by name. */
 static const struct zn_transport_ops *find_transport(const char *name)
 {
-    for (size_t i = 0; i < sizeof(all_transports) / sizeof(all_transports[0]); i++)
-        if (!strcmp(all_transports[i]->name, name)) return all_transports[i];
+    for (int i = 0; i < ZN_NTRANSPORTS; i++)
+        if (!strcmp(zn_transports[i]->name, name)) return zn_transports[i];
     return NULL;
 }
 
@@ -409,8 +435,7 @@ int main(int argc, char **argv)
     const char *list = argc > 3 ? argv[3] : "all";
     if (!ops) {
         fprintf(stderr, "unknown transport \"%s\" (built in:", argv[1]);
-        for (size_t i = 0; i < sizeof(all_transports) / sizeof(all_transports[0]); i++)
-            fprintf(stderr, " %s", all_transports[i]->name);
+        for (int i = 0; i < ZN_NTRANSPORTS; i++) fprintf(stderr, " %s", zn_transports[i]->name);
         fprintf(stderr, ")\n");
         return 2;
     }
@@ -418,6 +443,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "NRANKS must be in [2, %d]\n", MAXR);
         return 2;
     }
+    if (check_tables() != 0) return 1;
     /* "exit" checks that a dead peer is reported long before the deadline. */
     setenv("ZINC_TIMEOUT", "30", 0);
 

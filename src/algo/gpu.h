@@ -1,0 +1,63 @@
+/*
+ * The GPU algorithms: which kernel pattern a collective on a GPU communicator runs, and on how
+ * many channels. Like the host algorithms (algo.h) every entry has supports() and cost(); the
+ * choice is pure (it reads only the call and the communicator's settings), so it is made here
+ * and tested without a GPU (tests/unit/test_gpu_select.c), and exec only packs the chosen
+ * kernel's arguments and launches it.
+ *
+ * cost() is not a time: the GPU algorithms have measured crossovers, not a model, and cost()
+ * encodes them as a preference (lower wins, INFINITY: only when ZINC_ALGO names the entry).
+ * The measurements behind each constant are next to it in gpu.c.
+ */
+#ifndef ZN_ALGO_GPU_H
+#define ZN_ALGO_GPU_H
+
+#include "algo/algo.h"
+
+#include <stddef.h>
+
+/* One collective on a GPU communicator, as the selection sees it. */
+struct zn_gpu_call {
+    enum zn_coll coll;
+    size_t bytes; /* count * element size (per-rank block where NCCL counts blocks) */
+    size_t count; /* elements of that size (count and esize as in zn_coll_args) */
+    size_t esize;
+    int nranks;
+    int ring_mode;   /* only the ring neighbours' arenas are mapped */
+    int premul;      /* PreMulSum: each rank scales its own input */
+    int in_place;    /* sendbuf == recvbuf */
+    int registered;  /* the buffers zero-copy needs are registered and mapped by every peer */
+    int max_ch;      /* channels of the arena (ZINC_GPU_CHANNELS) */
+    size_t chunk;    /* bytes per channel of the FIFO kernels (ZINC_GPU_CHUNK) */
+    size_t ll_chunk; /* bytes per channel of the LL kernels (ZINC_GPU_LL_CHUNK) */
+    const char *force_algo;  /* ZINC_ALGO, or NULL */
+    const char *force_proto; /* ZINC_PROTO (LL or SIMPLE), or NULL */
+};
+
+#define ZN_GPU_FORCE_MAX 2
+
+struct zn_gpu_algo {
+    const char *name;                    /* unique (zinc-info) */
+    const char *force[ZN_GPU_FORCE_MAX]; /* the ZINC_ALGO values that pick it (NULL: unused) */
+    const char *label;                   /* how the TUNE log names the choice */
+    const char *doc;                     /* what it does and which collectives (zinc-info) */
+    int dev_algo;                        /* the kernel's pattern (enum in abi/dev_abi.h) */
+    int registered; /* needs registered buffers (chosen before any forced FIFO pattern) */
+    int (*supports)(const struct zn_gpu_call *c);
+    double (*cost)(const struct zn_gpu_call *c);
+    int (*channels)(const struct zn_gpu_call *c);
+};
+
+/* Every GPU algorithm, in a fixed order (ZINC_ALGO picks the first entry it names that
+ * supports the call). */
+const struct zn_gpu_algo *const *zn_gpu_algo_list(int *count);
+
+/* The GPU algorithm for c: registered-buffer patterns where they are the default or forced,
+ * else the one ZINC_ALGO names if it supports the call, else the cheapest. Never NULL: the
+ * direct patterns support every call. *nch gets its channel count. */
+const struct zn_gpu_algo *zn_gpu_algo_select(const struct zn_gpu_call *c, int *nch);
+
+/* Ring mode runs these collectives with the ring kernels on the GPU and stages the rest. */
+int zn_gpu_ring_on_gpu(enum zn_coll c);
+
+#endif
