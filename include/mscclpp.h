@@ -49,6 +49,7 @@
 #include <mscclppfifo.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #ifdef __cplusplus
 #include <vector>
@@ -87,9 +88,35 @@ __forceinline__ __device__ uint64_t zincLoadAcquire(const uint64_t *p)
 }
 #endif
 
-/* One side of a connection, as a kernel uses it. Copy it to the device by value (e.g. into
- * __constant__ memory); the pointers inside stay valid until mscclppCommDestroy. */
+/* The fields both sides of a connection share with MSCCL++ 0.1 (its mscclppBaseConn). */
+#define MSCCLPP_BASE_CONN_FIELDS                                                                  \
+    int remoteRank;                                                                               \
+    int tag;                                                                                      \
+    /* This side's buffer (device memory for P2P, zincConnMemAlloc memory for SHM). */            \
+    void *localBuff;                                                                              \
+    /* This side's signal words, and the peer's (mapped here; P2P and SHM). */                    \
+    struct mscclppDevConnSignalEpochId *localSignalEpochId;                                       \
+    struct mscclppDevConnSignalEpochId *remoteSignalEpochId;                                      \
+    /* How many signals this side has waited for: wait() raises it, then waits for the signal     \
+     * word to reach it. */                                                                       \
+    uint64_t *waitEpochId;                                                                        \
+    /* The peer's buffer, mapped here: kernels may store into it (P2P); host threads do (SHM). */ \
+    void *remoteBuff;
+
+struct mscclppBaseConn {
+    MSCCLPP_BASE_CONN_FIELDS
+};
+
+/* One side of a connection, as a kernel uses it: the base fields, then the FIFO (C++ derives
+ * it from mscclppBaseConn as MSCCL++ 0.1 does; C repeats the fields, the layout is the same).
+ * Copy it to the device by value (e.g. into __constant__ memory); the pointers inside stay
+ * valid until mscclppCommDestroy. */
+#ifdef __cplusplus
+struct mscclppDevConn : mscclppBaseConn {
+#else
 struct mscclppDevConn {
+    MSCCLPP_BASE_CONN_FIELDS
+#endif
 #ifdef __CUDACC__
     __forceinline__ __device__ void put(uint64_t dstDataOffset, uint64_t srcDataOffset,
                                         uint64_t dataSize)
@@ -205,23 +232,6 @@ struct mscclppDevConn {
     /* Triggers for this connection's proxy (P2P: the communicator's FIFO). */
     struct mscclppConcurrentFifo fifo;
 
-    int remoteRank;
-    int tag;
-
-    /* This side's buffer (device memory for P2P, zincConnMemAlloc memory for SHM). */
-    void *localBuff;
-
-    /* This side's signal words, and the peer's (mapped here; P2P and SHM). */
-    struct mscclppDevConnSignalEpochId *localSignalEpochId;
-    struct mscclppDevConnSignalEpochId *remoteSignalEpochId;
-
-    /* How many signals this side has waited for; wait() raises it, then waits for the signal
-     * word to reach it. */
-    uint64_t *waitEpochId;
-
-    /* The peer's buffer, mapped here: kernels may store into it (P2P); host threads do (SHM). */
-    void *remoteBuff;
-
     /* zinc addition: the library's host-side state of this connection (zincConn* functions). */
     void *zincHostConn;
 };
@@ -250,9 +260,22 @@ typedef struct {
 } mscclppUniqueId;
 
 /* A registered buffer of each connection's peer, mapped here (mscclppRegisterBuffer). */
+/* An IB memory region as MSCCL++ 0.1 describes it (zinc has no IB transport yet: IbMr is
+ * always NULL). */
+struct ibv_mr;
+struct mscclppIbMrInfo {
+    uint64_t addr;
+    uint32_t rkey;
+};
+struct mscclppIbMr {
+    struct ibv_mr *mr;
+    void *buff;
+    struct mscclppIbMrInfo info;
+};
+
 struct mscclppRegisteredMemoryP2P {
     void *remoteBuff;
-    const void *IbMr;
+    struct mscclppIbMr *IbMr;
 };
 
 #ifdef __cplusplus
@@ -367,6 +390,15 @@ mscclppResult_t mscclppRegisteredBufferWrite(mscclppComm_t comm, mscclppRegister
 
 #ifdef __cplusplus
 } /* extern "C" */
+#endif
+
+/* C and C++ callers must agree on the connection's layout (the library is C, kernels C++). */
+#if defined(__LP64__) || defined(_LP64)
+#ifdef __cplusplus
+static_assert(sizeof(mscclppDevConn) == 112, "mscclppDevConn layout");
+#else
+_Static_assert(sizeof(struct mscclppDevConn) == 112, "mscclppDevConn layout");
+#endif
 #endif
 
 #endif /* MSCCLPP_H_ */
