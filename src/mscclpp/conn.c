@@ -34,6 +34,8 @@ struct conn_wire {
 /* Bootstrap tags of setup round r. */
 #define CONN_TAG_COUNT(r) (0x6d730000u + 2u * (uint32_t)(r))
 #define CONN_TAG_LIST(r)  (CONN_TAG_COUNT(r) + 1u)
+/* The count a rank sends instead of its list when it could not prepare its side. */
+#define CONN_FAILED UINT32_MAX
 
 static const char *transport_name(mscclppTransport_t t)
 {
@@ -209,6 +211,13 @@ static ncclResult_t swap_lists(struct mscclppComm *c, int peer, const struct con
                       out_free);
     ZN_CHECK_GOTO(zn_boot_recv(c->boot, peer, CONN_TAG_COUNT(r), ntheirs, sizeof(*ntheirs)), res,
                   out_free);
+    if (*ntheirs == CONN_FAILED) {
+        res = zn_error(ncclRemoteError, ZN_INIT,
+                       "mscclppConnectionSetup: rank %d failed to prepare its side of the "
+                       "connections (its log says why)",
+                       peer);
+        goto out_free;
+    }
     if (*ntheirs > ZN_MSC_MAX_CONNS) {
         res = zn_error(ncclRemoteError, ZN_INIT, "connection setup: rank %d sent %u declarations",
                        peer, *ntheirs);
@@ -224,6 +233,15 @@ static ncclResult_t swap_lists(struct mscclppComm *c, int peer, const struct con
 out_free:
     free(out);
     return res;
+}
+
+/* Step 2 when this rank could not prepare its side: tell every peer at once (a count of
+ * CONN_FAILED), so that they fail now, naming this rank, rather than at the deadline. */
+static void tell_failed(struct mscclppComm *c)
+{
+    uint32_t n = CONN_FAILED;
+    for (int p = 0; p < c->nranks; p++)
+        if (p != c->rank) (void)zn_boot_send(c->boot, p, CONN_TAG_COUNT(c->nrounds), &n, sizeof(n));
 }
 
 /* Step 3 for one peer: every declaration on either side has its counterpart. match[k] is the
@@ -292,7 +310,11 @@ static ncclResult_t setup(struct mscclppComm *c)
     ZN_CHECK_GOTO(zn_calloc(&theirs, (size_t)c->nranks, "descriptors"), res, out);
     ZN_CHECK_GOTO(zn_calloc(&ntheirs, (size_t)c->nranks, "descriptors"), res, out);
     ZN_CHECK_GOTO(zn_calloc(&match, (size_t)nnew + 1, "descriptors"), res, out);
-    ZN_CHECK_GOTO(prepare(c, mine), res, out);
+    res = prepare(c, mine);
+    if (res != ncclSuccess) {
+        tell_failed(c);
+        goto out;
+    }
     for (int p = 0; p < c->nranks; p++)
         if (p != c->rank)
             ZN_CHECK_GOTO(swap_lists(c, p, mine, nnew, &theirs[p], &ntheirs[p]), res, out);

@@ -45,13 +45,15 @@ static int rank, nranks;
 
 __constant__ mscclppDevConn_t constDevConns[16];
 
-__device__ int64_t val(int r, size_t i, int it)
+__device__ uint64_t val(int r, size_t i, int it)
 {
-    return (int64_t)r * 1000003 + (int64_t)i * 7 + it * 100000007ll;
+    return ((uint64_t)r * 1000003 + (uint64_t)i * 7 + (uint64_t)it * 100000007) *
+           0x9e3779b97f4a7c15ull;
 }
-static int64_t hval(int r, size_t i, int it)
+static uint64_t hval(int r, size_t i, int it)
 {
-    return (int64_t)r * 1000003 + (int64_t)i * 7 + it * 100000007ll;
+    return ((uint64_t)r * 1000003 + (uint64_t)i * 7 + (uint64_t)it * 100000007) *
+           0x9e3779b97f4a7c15ull;
 }
 
 // Block b serves connection b: sends this rank's slice to the peer, then waits for the peer's.
@@ -74,7 +76,7 @@ __global__ void allgather0(int rank, size_t bytes, int useProxy)
     }
 }
 
-__global__ void fill(int64_t *buf, size_t count, int rank, int it)
+__global__ void fill(uint64_t *buf, size_t count, int rank, int it)
 {
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)
         buf[i] = val(rank, i, it);
@@ -87,11 +89,11 @@ __global__ void ringAllreduce(int rank, int nranks, size_t chunk, int useProxy)
 {
     mscclppDevConn_t to = constDevConns[0];
     mscclppDevConn_t from = constDevConns[nranks > 2 ? 1 : 0];
-    int64_t *data = (int64_t *)to.localBuff;
-    size_t count = chunk * nranks, cb = chunk * sizeof(int64_t);
+    uint64_t *data = (uint64_t *)to.localBuff;
+    size_t count = chunk * nranks, cb = chunk * sizeof(uint64_t);
     for (int s = 0; s < nranks - 1; s++) {
         size_t send = (rank - s + nranks) % nranks, recv = (rank - s - 1 + 2 * nranks) % nranks;
-        uint64_t dst = (count + s * chunk) * sizeof(int64_t);
+        uint64_t dst = (count + s * chunk) * sizeof(uint64_t);
         if (useProxy) {
             if (threadIdx.x == 0) {
                 to.putWithSignal(dst, send * cb, cb);
@@ -208,8 +210,8 @@ int main(int argc, char **argv)
 
     const size_t count = 3 * 65536 + 17; // allgather: elements per rank (odd)
     size_t bytes = 1 << 20;              // pingpong
-    if (!strcmp(what, "allgather")) bytes = count * nranks * sizeof(int64_t);
-    if (!strcmp(what, "allreduce")) bytes = (2 * nranks - 1) * 4099 * sizeof(int64_t);
+    if (!strcmp(what, "allgather")) bytes = count * nranks * sizeof(uint64_t);
+    if (!strcmp(what, "allreduce")) bytes = (2 * nranks - 1) * 4099 * sizeof(uint64_t);
     void *buf;
     CUDACHECK(cudaMalloc(&buf, bytes));
     CUDACHECK(cudaMemset(buf, 0, bytes));
@@ -227,28 +229,28 @@ int main(int argc, char **argv)
     long bad = 0;
     for (int it = 0; it < 3; it++) {
         if (!strcmp(what, "allgather")) {
-            fill<<<64, 256>>>((int64_t *)buf + rank * count, count, rank, it);
+            fill<<<64, 256>>>((uint64_t *)buf + rank * count, count, rank, it);
             CUDACHECK(cudaDeviceSynchronize());
             MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
-            allgather0<<<nconns, 512>>>(rank, count * sizeof(int64_t), useProxy);
+            allgather0<<<nconns, 512>>>(rank, count * sizeof(uint64_t), useProxy);
             CUDACHECK(cudaDeviceSynchronize());
-            std::vector<int64_t> h(count * nranks);
+            std::vector<uint64_t> h(count * nranks);
             CUDACHECK(
-                cudaMemcpy(h.data(), buf, h.size() * sizeof(int64_t), cudaMemcpyDeviceToHost));
+                cudaMemcpy(h.data(), buf, h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
             for (int p = 0; p < nranks; p++)
                 for (size_t i = 0; i < count; i++) bad += h[p * count + i] != hval(p, i, it);
         } else if (!strcmp(what, "allreduce")) {
             const size_t chunk = 4099;
-            fill<<<64, 256>>>((int64_t *)buf, chunk * nranks, rank, it);
+            fill<<<64, 256>>>((uint64_t *)buf, chunk * nranks, rank, it);
             CUDACHECK(cudaDeviceSynchronize());
             MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
             ringAllreduce<<<1, 512>>>(rank, nranks, chunk, useProxy);
             CUDACHECK(cudaDeviceSynchronize());
-            std::vector<int64_t> h(chunk * nranks);
+            std::vector<uint64_t> h(chunk * nranks);
             CUDACHECK(
-                cudaMemcpy(h.data(), buf, h.size() * sizeof(int64_t), cudaMemcpyDeviceToHost));
+                cudaMemcpy(h.data(), buf, h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
             for (size_t i = 0; i < h.size(); i++) {
-                int64_t want = 0;
+                uint64_t want = 0;
                 for (int p = 0; p < nranks; p++) want += hval(p, i, it);
                 bad += h[i] != want;
             }

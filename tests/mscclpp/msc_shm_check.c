@@ -40,9 +40,10 @@ static long failures;
     } while (0)
 
 /* The value rank r contributes at element i of iteration it: distinct per (r, i, it). */
-static int64_t val(int r, size_t i, int it)
+static uint64_t val(int r, size_t i, int it)
 {
-    return (int64_t)r * 1000003 + (int64_t)i * 7 + it * 100000007ll;
+    return ((uint64_t)r * 1000003 + (uint64_t)i * 7 + (uint64_t)it * 100000007) *
+           0x9e3779b97f4a7c15ull;
 }
 
 static mscclppComm_t init(void)
@@ -66,8 +67,8 @@ static void allgather(mscclppComm_t comm)
 {
     const size_t counts[] = { 1, 3, 1000, 65537 };
     for (int t = 0; t < 4; t++) {
-        size_t count = counts[t], bytes = count * sizeof(int64_t);
-        int64_t *buf;
+        size_t count = counts[t], bytes = count * sizeof(uint64_t);
+        uint64_t *buf;
         CHECK(zincConnMemAlloc(comm, bytes * (size_t)nranks, (void **)&buf));
         for (int p = 0; p < nranks; p++)
             if (p != rank)
@@ -100,14 +101,14 @@ static void allgather(mscclppComm_t comm)
     }
 }
 
-/* Ring allreduce (sum of int64): reduce-scatter into a scratch area with putWithSignal, then
- * an allgather along the ring. With two ranks next and prev are one connection. */
+/* Ring allreduce (sum of uint64, wrapping): reduce-scatter into a scratch area with putWithSignal,
+ * then an allgather along the ring. With two ranks next and prev are one connection. */
 static void allreduce(mscclppComm_t comm)
 {
     const size_t chunk = 4099; /* elements per rank: odd, not a multiple of anything */
-    size_t n = (size_t)nranks, count = chunk * n, cb = chunk * sizeof(int64_t);
-    int64_t *buf; /* data (count elements), then n - 1 scratch chunks */
-    size_t bytes = (count + chunk * (n - 1)) * sizeof(int64_t);
+    size_t n = (size_t)nranks, count = chunk * n, cb = chunk * sizeof(uint64_t);
+    uint64_t *buf; /* data (count elements), then n - 1 scratch chunks */
+    size_t bytes = (count + chunk * (n - 1)) * sizeof(uint64_t);
     CHECK(zincConnMemAlloc(comm, bytes, (void **)&buf));
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
     if (nranks > 1) {
@@ -121,13 +122,13 @@ static void allreduce(mscclppComm_t comm)
         CHECK(mscclppGetDeviceConnection(comm, next, 0, &to));
         CHECK(mscclppGetDeviceConnection(comm, prev, 0, &from));
     }
-    int64_t *scratch = buf + count;
+    uint64_t *scratch = buf + count;
     for (int it = 0; it < 3; it++) {
         for (size_t i = 0; i < count; i++) buf[i] = val(rank, i, it);
         for (int s = 0; s < nranks - 1; s++) {
             size_t send = (size_t)(rank - s + nranks) % n,
                    recv = (size_t)(rank - s - 1 + 2 * nranks) % n;
-            CHECK(zincConnPutWithSignal(to, (count + (size_t)s * chunk) * sizeof(int64_t),
+            CHECK(zincConnPutWithSignal(to, (count + (size_t)s * chunk) * sizeof(uint64_t),
                                         send * cb, cb));
             CHECK(zincConnWait(from));
             for (size_t i = 0; i < chunk; i++)
@@ -141,7 +142,7 @@ static void allreduce(mscclppComm_t comm)
         if (to) CHECK(zincConnFlush(to));
         long bad = 0;
         for (size_t i = 0; i < count; i++) {
-            int64_t want = 0;
+            uint64_t want = 0;
             for (int r = 0; r < nranks; r++) want += val(r, i, it);
             bad += buf[i] != want;
         }
@@ -224,6 +225,22 @@ static void errors(mscclppComm_t comm)
                "message does not name the tag: %s", logged);
     } else {
         EXPECT(r == mscclppSuccess, "setup of ranks without connections failed: %d", (int)r);
+    }
+    CHECK(mscclppBootstrapBarrier(comm));
+
+    /* A rank that cannot prepare its side (a connection without its buffer) fails the setup at
+     * once on every rank, the others naming it, instead of leaving them to the deadline. */
+    logged[0] = 0;
+    if (rank == 0) CHECK(mscclppConnectWithoutBuffer(comm, 1, 11, mscclppTransportSHM, NULL));
+    if (rank == 1) CHECK(mscclppConnect(comm, 0, 11, buf, 4096, mscclppTransportSHM, NULL));
+    r = mscclppConnectionSetup(comm);
+    if (rank == 0) {
+        EXPECT(r == mscclppInvalidUsage, "setup with a connection without buffer returned %d",
+               (int)r);
+        EXPECT(strstr(logged, "tag 11 has no buffer"), "message: %s", logged);
+    } else {
+        EXPECT(r == mscclppRemoteError, "setup beside a failed rank returned %d", (int)r);
+        EXPECT(strstr(logged, "rank 0 failed to prepare"), "message: %s", logged);
     }
     CHECK(mscclppBootstrapBarrier(comm));
     CHECK(mscclppCommDestroy(comm));
