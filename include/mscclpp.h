@@ -64,10 +64,12 @@ extern "C" {
 
 /* The two signal counters of one side of a connection. */
 struct __attribute__((aligned(16))) mscclppDevConnSignalEpochId {
-    /* Raised by every signal() of this side. The proxy copies it to the peer's `proxy` word;
-     * signalDirect() stores it to the peer's `device` word. */
+    /* Raised by every signal of this side; only this side writes it. The proxy copies it to
+     * the peer's `proxy` word (signal()), or the GPU stores it there itself (signalDirect()). */
     uint64_t device;
-    /* Written by the peer's proxy; wait() watches it. */
+    /* The peer's signal count, written by the peer's proxy or GPU; wait() watches it. Do not
+     * mix signal() and signalDirect() on one connection without a flush() between them: a
+     * proxy copy still in flight could lower the count a direct store raised. */
     uint64_t proxy;
 };
 
@@ -198,13 +200,20 @@ struct mscclppDevConn {
         putDirect(dataOffset, dataOffset, dataSize, threadId, numThreads);
     }
 
-    /* After putDirect by every thread involved (and a barrier among them), one thread signals. */
+    /* After putDirect by every thread involved (and a barrier among them), one thread signals:
+     * the data is made visible system-wide before the raised count lands in the peer's
+     * `proxy` word. */
     __forceinline__ __device__ void signalDirect()
     {
         __threadfence_system();
         epochIncrement();
-        *(volatile uint64_t *)&remoteSignalEpochId->device =
-            *(volatile uint64_t *)&localSignalEpochId->device;
+        uint64_t e = *(volatile uint64_t *)&localSignalEpochId->device;
+        uint64_t *dst = &remoteSignalEpochId->proxy;
+#if __CUDA_ARCH__ >= 700
+        asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(dst), "l"(e) : "memory");
+#else
+        *(volatile uint64_t *)dst = e;
+#endif
     }
 
     __forceinline__ __device__ void wait()
@@ -215,12 +224,10 @@ struct mscclppDevConn {
             if (spin.giveUp(ZINC_DEV_GAVE_UP_WAIT, (uint32_t)fifo.connId)) return;
     }
 
+    /* The same as wait(): both kinds of signal land in the `proxy` word. */
     __forceinline__ __device__ void waitDirect()
     {
-        uint64_t want = ++(*waitEpochId);
-        zincDevSpin spin(fifo.zincAbort, fifo.zincError, fifo.zincTimeoutNs);
-        while (zincLoadAcquire(&localSignalEpochId->device) < want)
-            if (spin.giveUp(ZINC_DEV_GAVE_UP_WAIT, (uint32_t)fifo.connId)) return;
+        wait();
     }
 
     __forceinline__ __device__ void epochIncrement()

@@ -30,6 +30,7 @@ struct p2p_mem_desc {
     uint8_t handle[64];
     uint64_t alloc_size; /* of the allocation behind the handle */
     uint64_t off;        /* of the buffer in it */
+    uint64_t base;       /* the allocation's address in its owner: names it for reuse */
 };
 
 struct p2p_desc {
@@ -43,7 +44,7 @@ _Static_assert(sizeof(struct p2p_desc) <= ZN_MSC_P2P_DESC_BYTES, "descriptor fit
 /* An allocation of a peer opened here, kept until the communicator goes. */
 struct p2p_open {
     int peer;
-    uint8_t handle[64];
+    uint64_t base; /* in the peer */
     void *ptr;
     struct p2p_open *next;
 };
@@ -88,6 +89,7 @@ static ncclResult_t state(struct mscclppComm *c, struct msc_p2p **out)
     ZN_CHECK_GOTO(zn_cuda_memset(s->sig_arena, 0, arena), res, fail_arena);
     ZN_CHECK_GOTO(zn_cuda_ipc_get(s->sig_arena, s->sig_desc.handle), res, fail_arena);
     s->sig_desc.alloc_size = arena;
+    s->sig_desc.base = (uint64_t)(uintptr_t)s->sig_arena;
     ZN_CHECK_GOTO(
         rt(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreate"), res,
         fail_arena);
@@ -132,10 +134,12 @@ ncclResult_t zn_msc_p2p_buf_desc(struct mscclppComm *c, void *buf, uint64_t size
     ZN_CHECK(zn_cuda_ipc_get(base, d->handle));
     d->alloc_size = alloc;
     d->off = off;
+    d->base = (uint64_t)(uintptr_t)base;
     return ncclSuccess;
 }
 
-/* Open a peer's allocation once per communicator. */
+/* Open a peer's allocation once per communicator (CUDA IPC maps an allocation once per
+ * process; several connections and registrations may share one). */
 static ncclResult_t open_peer(struct mscclppComm *c, struct msc_p2p *s, int peer,
                               const struct p2p_mem_desc *d, uint64_t size, void **ptr)
 {
@@ -146,7 +150,7 @@ static ncclResult_t open_peer(struct mscclppComm *c, struct msc_p2p *s, int peer
                         peer, (unsigned long long)size, (unsigned long long)d->off,
                         (unsigned long long)d->alloc_size);
     for (struct p2p_open *o = s->opened; o; o = o->next)
-        if (o->peer == peer && !memcmp(o->handle, d->handle, 64)) {
+        if (o->peer == peer && o->base == d->base) {
             *ptr = (char *)o->ptr + d->off;
             return ncclSuccess;
         }
@@ -158,7 +162,7 @@ static ncclResult_t open_peer(struct mscclppComm *c, struct msc_p2p *s, int peer
         return res;
     }
     o->peer = peer;
-    memcpy(o->handle, d->handle, 64);
+    o->base = d->base;
     o->next = s->opened;
     s->opened = o;
     *ptr = (char *)o->ptr + d->off;

@@ -8,6 +8,7 @@
  * own that calls it in a loop (proxy_thread below); the README says so.
  */
 #include "msc.h"
+#include "util/cuda.h"
 #include "util/err.h"
 
 #include <sched.h>
@@ -85,6 +86,12 @@ static void *proxy_thread(void *arg)
     struct msc_proxy *p = arg;
     struct mscclppComm *c = p->comm;
     zn_log_rank = c->rank;
+    /* The copies run on the communicator's GPU, whatever this new thread's default is. */
+    if (c->cuda_dev >= 0 && zn_cuda_set_device(c->cuda_dev) != ncclSuccess) {
+        p->error = ncclUnhandledCudaError;
+        __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
+        return NULL;
+    }
     uint32_t idle = 0;
     while (!atomic_load(&p->stop)) {
         int progressed = 0;
