@@ -160,7 +160,9 @@ void zn_msc_reg_free_all(struct mscclppComm *c);
 int zn_msc_nconns(struct mscclppComm *c);
 int zn_msc_arg_error(const char *msg);
 
-/* proxy.c */
+/* proxy.c: handle at most one FIFO trigger of c (never blocks but for a flush's stream sync);
+ * the callback zinc's proxy progress thread will call in place of the temporary thread. */
+ncclResult_t zn_msc_proxy_progress(struct mscclppComm *c, int *progressed);
 void zn_msc_proxy_free(struct mscclppComm *c);
 
 #endif

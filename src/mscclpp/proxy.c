@@ -2,7 +2,7 @@
  * The FIFO consumer: turns the triggers kernels push (mscclppfifo.h) into copies, signals and
  * flushes on the connection's transport.
  *
- * zn_msc_proxy_poll handles at most one trigger per call and never blocks, so that it can run
+ * zn_msc_proxy_progress handles at most one trigger per call and never blocks, so that it can run
  * as a callback of zinc's per-process proxy progress thread (src/proxy) once libmscclpp is
  * driven from there. TEMPORARY: until then mscclppProxyLaunch starts a thread of libmscclpp's
  * own that calls it in a loop (proxy_thread below); the README says so.
@@ -25,6 +25,13 @@ struct msc_proxy {
 };
 
 /* Handle one trigger if one is ready. *progressed = 1 if one was. */
+static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *progressed);
+
+ncclResult_t zn_msc_proxy_progress(struct mscclppComm *c, int *progressed)
+{
+    return c->proxy && c->fifo_host ? proxy_poll(c, c->proxy, progressed) : ncclSuccess;
+}
+
 static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *progressed)
 {
     volatile uint64_t *slot = c->fifo_host[p->tail % MSCCLPP_PROXY_FIFO_SIZE].value;
@@ -95,7 +102,7 @@ static void *proxy_thread(void *arg)
     uint32_t idle = 0;
     while (!atomic_load(&p->stop)) {
         int progressed = 0;
-        ncclResult_t res = proxy_poll(c, p, &progressed);
+        ncclResult_t res = zn_msc_proxy_progress(c, &progressed);
         if (res != ncclSuccess) {
             /* Make every device wait give up rather than spin until the deadline. */
             p->error = res;
@@ -131,15 +138,17 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
     for (int i = 0; i < comm->nsetup; i++)
         has_fifo |= comm->host[i].transport == mscclppTransportP2P;
     /* SHM connections are driven by host threads: nothing to consume without a P2P one. */
+    /* Published before the thread starts: it reads comm->proxy. */
+    comm->proxy = p;
     if (has_fifo && comm->fifo_host) {
         if (pthread_create(&p->thread, NULL, proxy_thread, p) != 0) {
+            comm->proxy = NULL;
             free(p);
             return zn_msc_res(
                 zn_error(ncclSystemError, ZN_PROXY, "mscclppProxyLaunch: pthread_create failed"));
         }
         p->running = 1;
     }
-    comm->proxy = p;
     return mscclppSuccess;
 }
 
