@@ -4,9 +4,11 @@
 #   PREFIX/include/          nccl.h, zinc.h (every public header of include/)
 #   PREFIX/lib/              libnccl.so.2.28.9, libnccl.so.2, libnccl.so, libnccl_static.a,
 #                            libnccl-net-zinc.so (zinc's nets as an NCCL net plugin)
+#                            libmscclpp.so.0.1.0, libmscclpp.so.0, libmscclpp.so
 #   PREFIX/bin/              zinc-run, zinc-perf, zinc-info (tools/CMakeLists.txt)
-#   PREFIX/lib/pkgconfig/    nccl.pc, zinc.pc           pkg-config --cflags --libs nccl
-#   PREFIX/lib/cmake/zinc/   zincConfig.cmake + version find_package(zinc) -> zinc::nccl
+#   PREFIX/lib/pkgconfig/    nccl.pc, zinc.pc, mscclpp.pc   pkg-config --cflags --libs nccl
+#   PREFIX/lib/cmake/zinc/   zincConfig.cmake + version find_package(zinc) -> zinc::nccl,
+#                            zinc::mscclpp
 #
 # Every installed file locates the others relative to itself (${pcfiledir}, the config file's
 # directory), so the tree works wherever it is installed or moved to; nothing here depends on
@@ -15,7 +17,7 @@
 include(CMakePackageConfigHelpers)
 get_target_property(ZINC_NCCL_VERSION nccl VERSION)
 
-install(TARGETS nccl nccl_static nccl_net_zinc
+install(TARGETS nccl nccl_static nccl_net_zinc mscclpp
         LIBRARY DESTINATION lib
         ARCHIVE DESTINATION lib)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/ DESTINATION include FILES_MATCHING PATTERN "*.h")
@@ -33,10 +35,11 @@ endif()
 set(zinc_gen ${CMAKE_BINARY_DIR}/cmake-install)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/nccl.pc.in ${zinc_gen}/nccl.pc @ONLY)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/zinc.pc.in ${zinc_gen}/zinc.pc @ONLY)
+configure_file(${CMAKE_SOURCE_DIR}/cmake/mscclpp.pc.in ${zinc_gen}/mscclpp.pc @ONLY)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/zincConfig.cmake.in ${zinc_gen}/zincConfig.cmake @ONLY)
 write_basic_package_version_file(${zinc_gen}/zincConfigVersion.cmake
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
-install(FILES ${zinc_gen}/nccl.pc ${zinc_gen}/zinc.pc DESTINATION lib/pkgconfig)
+install(FILES ${zinc_gen}/nccl.pc ${zinc_gen}/zinc.pc ${zinc_gen}/mscclpp.pc DESTINATION lib/pkgconfig)
 install(FILES ${zinc_gen}/zincConfig.cmake ${zinc_gen}/zincConfigVersion.cmake
         DESTINATION lib/cmake/zinc)
 

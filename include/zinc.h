@@ -8,6 +8,9 @@
 
 #include "nccl.h"
 
+#include <stddef.h>
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,6 +28,35 @@ const char *zincGetVersionString(void);
 /* Whether comm is a host communicator (buffers in host memory, NULL stream, calls complete
  * on return): 1, or 0 for a cuda communicator. */
 ncclResult_t zincCommIsHost(const ncclComm_t comm, int *isHost);
+
+/*
+ * Host-side use of MSCCL++ connections (mscclpp.h; these live in libmscclpp.so: link
+ * -lmscclpp). mscclppTransportSHM connects processes of one host over host memory: each side's
+ * buffer must come from zincConnMemAlloc (a zinc shared-memory segment the peer maps), and host
+ * threads move data with the functions below. The results have mscclppResult_t's values.
+ *
+ *   zincConnPut            copy [srcOffset, +size) of localBuff to the peer's buffer at
+ *                          dstOffset; refused (ncclInvalidArgument) if either range lies outside
+ *                          its registered buffer. Complete on return.
+ *   zincConnSignal         raise this side's epoch and publish it to the peer (release order:
+ *                          every put before it is visible to the peer's wait)
+ *   zincConnPutWithSignal  both
+ *   zincConnWait           wait for the peer's next signal (bounded by ZINC_TIMEOUT; a peer that
+ *                          died is reported as ncclRemoteError naming it)
+ *   zincConnFlush          puts are complete on return already; reports a dead peer
+ * One thread at a time per connection and direction, as with MSCCL++'s device methods.
+ */
+struct mscclppComm;
+struct mscclppDevConn;
+ncclResult_t zincConnMemAlloc(struct mscclppComm *comm, size_t size, void **ptr);
+ncclResult_t zincConnMemFree(struct mscclppComm *comm, void *ptr);
+ncclResult_t zincConnPut(struct mscclppDevConn *conn, uint64_t dstOffset, uint64_t srcOffset,
+                         uint64_t size);
+ncclResult_t zincConnSignal(struct mscclppDevConn *conn);
+ncclResult_t zincConnPutWithSignal(struct mscclppDevConn *conn, uint64_t dstOffset,
+                                   uint64_t srcOffset, uint64_t size);
+ncclResult_t zincConnWait(struct mscclppDevConn *conn);
+ncclResult_t zincConnFlush(struct mscclppDevConn *conn);
 
 #ifdef __cplusplus
 }

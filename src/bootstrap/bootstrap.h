@@ -46,6 +46,10 @@ ncclResult_t zn_boot_get_unique_id(ncclUniqueId *out);
  * communicators private to the process, such as ncclCommInitAll's). */
 ncclResult_t zn_boot_get_private_id(ncclUniqueId *out);
 
+/* The id every rank derives from the same "host:port" (MSCCL++'s mscclppCommInitRank): rank 0
+ * serves the rendezvous there inside zn_boot_init, as with ZINC_COMM_ID. */
+ncclResult_t zn_boot_id_from_addr(const char *hostport, ncclUniqueId *out);
+
 /* Join the communicator described by id. Blocks until all ranks joined or the deadline. */
 ncclResult_t zn_boot_init(const ncclUniqueId *id, int rank, int nranks,
                           const atomic_int *abort_flag, struct zn_boot **out);

@@ -17,19 +17,20 @@ static uint64_t fnv1a(const char *s)
     return h;
 }
 
-static ncclResult_t make_id(ncclUniqueId *out, int use_env)
+/* use_env: 1 ZINC_COMM_ID, 2 fixed_addr, 0 neither (a root of this process). */
+static ncclResult_t make_id(ncclUniqueId *out, int use_env, const char *fixed_addr)
 {
     struct zn_unique_id id;
     memset(&id, 0, sizeof(id));
     id.version = ZN_ID_VERSION;
-    const char *env = use_env ? zn_params()->comm_id : "";
+    const char *env = use_env == 1 ? zn_params()->comm_id : use_env == 2 ? fixed_addr : "";
     union zn_sockaddr addr;
     if (*env) {
         int rc = zn_sockaddr_parse(env, &addr);
         if (rc)
-            return zn_error(ncclInvalidArgument, ZN_BOOT,
-                            "ZINC_COMM_ID/NCCL_COMM_ID=\"%s\" is not a host:port address (%s)", env,
-                            strerror(-rc));
+            return zn_error(
+                ncclInvalidArgument, ZN_BOOT, "%s=\"%s\" is not a host:port address (%s)",
+                use_env == 1 ? "ZINC_COMM_ID/NCCL_COMM_ID" : "root address", env, strerror(-rc));
         id.magic = fnv1a(env) | 1;
         id.rank0_hosts_root = 1;
     } else {
@@ -56,10 +57,15 @@ static ncclResult_t make_id(ncclUniqueId *out, int use_env)
 
 ncclResult_t zn_boot_get_unique_id(ncclUniqueId *out)
 {
-    return make_id(out, 1);
+    return make_id(out, 1, NULL);
 }
 
 ncclResult_t zn_boot_get_private_id(ncclUniqueId *out)
 {
-    return make_id(out, 0);
+    return make_id(out, 0, NULL);
+}
+
+ncclResult_t zn_boot_id_from_addr(const char *hostport, ncclUniqueId *out)
+{
+    return make_id(out, 2, hostport);
 }

@@ -14,8 +14,10 @@ static inline int64_t zn_now_ns(void)
 
 /* The deadline ZINC_TIMEOUT seconds from now. */
 int64_t zn_deadline_from_now(void);
-/* ZINC_TIMEOUT in nanoseconds. */
+/* ZINC_TIMEOUT in nanoseconds (or what zn_set_timeout_s set). */
 int64_t zn_timeout_ns(void);
+/* Override ZINC_TIMEOUT for this copy of the library (seconds; 0 or less: back to ZINC_TIMEOUT). */
+void zn_set_timeout_s(int64_t seconds);
 
 /* Milliseconds left until deadline, clamped to [0, cap_ms]: a poll() timeout. */
 static inline int zn_ms_left(int64_t deadline, int cap_ms)

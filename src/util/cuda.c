@@ -357,6 +357,21 @@ int zn_cumem_lookup(void *ptr, struct zn_cumem *m)
     return 0;
 }
 
+int zn_cuda_mem_range(const void *ptr, void **base, size_t *size)
+{
+    pthread_once(&drv_once, load_driver);
+    CUdeviceptr b;
+    size_t n;
+    if (!drv.memGetAddressRange ||
+        drv.memGetAddressRange(&b, &n, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
+        cudaGetLastError();
+        return -1;
+    }
+    *base = (void *)(uintptr_t)b;
+    *size = n;
+    return 0;
+}
+
 ncclResult_t zn_cuda_ipc_get(void *ptr, void *handle64)
 {
     cudaIpcMemHandle_t h;
@@ -555,6 +570,10 @@ ncclResult_t zn_cuda_ipc_open(const void *handle64, void **ptr)
     return absent("CUDA IPC");
 }
 void zn_cuda_ipc_close(void *ptr) {}
+int zn_cuda_mem_range(const void *ptr, void **base, size_t *size)
+{
+    return -1;
+}
 ncclResult_t zn_cuda_device_sync(void)
 {
     return absent("cudaDeviceSynchronize");

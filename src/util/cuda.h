@@ -59,6 +59,10 @@ int zn_cumem_lookup(void *ptr, struct zn_cumem *m);
  * (not owned: the allocation keeps its reference). Returns -1 for other memory. */
 int zn_cumem_find(const void *ptr, struct zn_cumem *m);
 
+/* The device allocation (cudaMalloc or cuMem) that contains ptr: its start and size. Returns
+ * -1 for memory that is not device memory of this process. */
+int zn_cuda_mem_range(const void *ptr, void **base, size_t *size);
+
 /* Legacy CUDA IPC (the fallback where cuMem fds are not available). 64-byte handles. */
 ncclResult_t zn_cuda_ipc_get(void *ptr, void *handle64);
 ncclResult_t zn_cuda_ipc_open(const void *handle64, void **ptr);

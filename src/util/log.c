@@ -6,6 +6,7 @@
 #include "zinc.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,13 @@ static FILE *log_file;
 static char log_host[64];
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static int banner_done;
+/* Where lines go instead of the log file, if set (libmscclpp's mscclppSetLogHandler). */
+static void (*_Atomic log_sink)(const char *line);
+
+void zn_log_set_sink(void (*sink)(const char *line))
+{
+    atomic_store_explicit(&log_sink, sink, memory_order_release);
+}
 
 static const char *level_names[] = { "NONE", "VERSION", "WARN", "INFO", "TRACE" };
 
@@ -152,6 +160,12 @@ void zn_log_emit(int level, uint32_t subsys, const char *file, int line, const c
         if (len > sizeof(buf) - 2) len = sizeof(buf) - 2;
     }
     buf[len++] = '\n';
+    void (*sink)(const char *) = atomic_load_explicit(&log_sink, memory_order_acquire);
+    if (sink) {
+        buf[len] = 0;
+        sink(buf);
+        return;
+    }
     FILE *f = log_file ? log_file : stderr;
     ssize_t w = write(fileno(f), buf, len);
     (void)w;

@@ -67,6 +67,10 @@ void zn_log_emit(int level, uint32_t subsys, const char *file, int line, const c
 #define zn_info(subsys, ...)  zn_log(ZN_LOG_INFO, subsys, __VA_ARGS__)
 #define zn_trace(subsys, ...) zn_log(ZN_LOG_TRACE, subsys, __VA_ARGS__)
 
+/* Hand every line (newline included, NUL-terminated) to sink instead of writing it to the
+ * log file; NULL restores the file. */
+void zn_log_set_sink(void (*sink)(const char *line));
+
 /* The subsystem bits named by a comma-separated list ("INIT,NET", "^SHM", "ALL"). */
 uint32_t zn_log_parse_subsys(const char *list);
 

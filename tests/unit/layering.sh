@@ -6,7 +6,7 @@
 # everything else is host code.
 set -euo pipefail
 src=$1
-order=(abi util bootstrap net transport proxy algo exec api)
+order=(abi util bootstrap net transport proxy algo exec api mscclpp)
 level() { local i; for i in "${!order[@]}"; do [ "${order[$i]}" = "$1" ] && { echo "$i"; return; }; done; echo -1; }
 bad=0
 nfiles=0

@@ -1,0 +1,168 @@
+/*
+ * libmscclpp's internals: MSCCL++ 0.1's one-sided connection API on zinc's bootstrap, shared
+ * memory and p2p layers. This folder is a layer of its own above api (tests/unit/layering.sh);
+ * it is linked into libmscclpp.so only, never into libnccl.
+ *
+ *   comm.c      communicator lifecycle, bootstrap collectives, errors, logging
+ *   conn.c      mscclppConnect / mscclppConnectionSetup: declarations matched with the peers'
+ *   shm_conn.c  mscclppTransportSHM: buffers in zinc shm segments, host put/signal/wait/flush
+ *   p2p_conn.c  mscclppTransportP2P: GPU buffers and signal words mapped through zinc's p2p
+ *   proxy.c     the FIFO consumer (handles one trigger per call) and its temporary thread
+ *   regmem.cc   mscclppRegisterBuffer (C++: mscclppRegisteredMemory holds a std::vector)
+ */
+#ifndef ZN_MSCCLPP_MSC_H
+#define ZN_MSCCLPP_MSC_H
+
+#include "mscclpp.h"
+#include "transport/peer.h"
+#include "transport/transport.h"
+#include "util/shm.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define ZN_MSC_EXPORT __attribute__((visibility("default")))
+
+/* Most connections one communicator may have: the trigger's connId has 10 bits. */
+#define ZN_MSC_MAX_CONNS (1 << MSCCLPP_BITS_CONNID)
+
+/* Bytes of one connection's signal slot in a signal segment (one cache line):
+ *   0   mscclppDevConnSignalEpochId { device, proxy }
+ *   16  waitEpochId
+ *   24  unused */
+#define ZN_MSC_SIGNAL_SLOT 64
+
+/* A shared-memory buffer of this rank (zincConnMemAlloc) or of a peer, mapped here. */
+struct zn_msc_seg {
+    struct zn_shm_seg seg;
+    int creator_rank;
+    struct zn_msc_seg *next;
+};
+
+/* The host side of one connection. */
+struct zn_msc_conn {
+    struct mscclppComm *comm;
+    int idx; /* in declaration order: the trigger's connId */
+    int remote_rank, tag;
+    mscclppTransport_t transport;
+    uint64_t local_size, remote_size;
+    int ready; /* set up by mscclppConnectionSetup */
+    /* SHM: the segment holding localBuff, and where it starts in it. */
+    const struct zn_msc_seg *local_seg;
+    uint64_t local_off;
+};
+
+/* A peer's buffer registered with mscclppRegisterBuffer, as mapped here. */
+struct zn_msc_reg {
+    void *remote;
+    uint64_t size;
+    int conn;
+    struct zn_msc_reg *next;
+};
+
+struct mscclppComm {
+    int rank, nranks;
+    struct zn_boot *boot;
+    struct zn_peer_info *peers;
+    struct zn_tctx tctx;
+    struct zn_peer_watch *watch;
+    atomic_int abort_flag;
+    int cuda_dev; /* -1 without a GPU */
+
+    /* Connections in declaration order; dev[i] is what kernels get, host[i] the rest. */
+    int nconns, cap;
+    int nsetup; /* connections set up so far (earlier rounds) */
+    mscclppDevConn_t *dev;
+    struct zn_msc_conn *host;
+
+    /* Shared memory: this rank's buffers and the peers' buffers mapped here; the signal
+     * segments of every setup round (own and peers'). */
+    struct zn_msc_seg *own_bufs, *peer_bufs, *signal_segs;
+    int nrounds;
+    int nallocs;
+
+    void *p2p;   /* p2p_conn.c's per-communicator state, NULL until a P2P connection */
+    void *proxy; /* proxy.c's state while launched */
+    /* The FIFO as the proxy sees it (host addresses of mapped host memory), and the words
+     * that make device waits give up and record why; NULL until a P2P connection. */
+    mscclppTrigger *fifo_host;
+    uint64_t *tail_host;
+    uint32_t *abort_word, *error_word;
+
+    /* Buffers registered by mscclppRegisterBuffer: the peers' ones mapped here, with sizes. */
+    struct zn_msc_reg *regs;
+    int nregs;
+};
+
+/* Convert to the MSCCL++ type: the values are the same as ncclResult_t's. */
+static inline mscclppResult_t zn_msc_res(ncclResult_t r)
+{
+    return (mscclppResult_t)r;
+}
+
+/* conn.c */
+ncclResult_t zn_msc_conn_find(struct mscclppComm *c, const mscclppDevConn_t *dev,
+                              struct zn_msc_conn **out);
+
+/* shm_conn.c: the descriptor one side of an SHM connection sends its peer at setup. */
+struct zn_msc_shm_desc {
+    char buf_seg[96];
+    uint64_t buf_seg_size;
+    uint64_t buf_off;
+    char sig_seg[96];
+    uint64_t sig_seg_size;
+    uint64_t sig_off;
+};
+/* Make this rank's signal segment of the round (n_shm SHM connections, npeers distinct
+ * peers among them) and fill each new SHM connection's descriptor. */
+ncclResult_t zn_msc_shm_prepare(struct mscclppComm *c, int first, int n_shm, int npeers,
+                                struct zn_msc_shm_desc *descs);
+/* Map the peer's side of connection i from its descriptor. */
+ncclResult_t zn_msc_shm_attach(struct mscclppComm *c, int i, const struct zn_msc_shm_desc *peer);
+/* Whether localBuff of buffSize bytes lies in a zincConnMemAlloc buffer of this rank. */
+ncclResult_t zn_msc_shm_check_buffer(struct mscclppComm *c, int remote_rank, int tag, void *buf,
+                                     uint64_t size, const struct zn_msc_seg **seg, uint64_t *off);
+void zn_msc_shm_free_all(struct mscclppComm *c);
+/* mscclppRegisterBuffer on SHM: describe a zincConnMemAlloc range (buf_* fields of the
+ * descriptor), and map a peer's range. */
+ncclResult_t zn_msc_shm_buf_desc(struct mscclppComm *c, void *buf, uint64_t size,
+                                 struct zn_msc_shm_desc *d);
+ncclResult_t zn_msc_shm_buf_open(struct mscclppComm *c, int peer, const struct zn_msc_shm_desc *d,
+                                 uint64_t size, void **ptr);
+
+/* p2p_conn.c: the same for P2P connections (opaque bytes; ZN_MSC_P2P_DESC_BYTES long). */
+#define ZN_MSC_P2P_DESC_BYTES 192
+ncclResult_t zn_msc_p2p_prepare(struct mscclppComm *c, int i, void *desc);
+ncclResult_t zn_msc_p2p_attach(struct mscclppComm *c, int i, const void *peer_desc);
+
+/* Copy a FIFO data trigger of connection i on the proxy's stream (asynchronous). */
+ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uint64_t src_off,
+                             uint64_t size);
+/* Signal: copy the local device epoch to the peer's proxy word (stream-ordered after the
+ * copies before it). */
+ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i);
+/* Wait until every copy issued so far is done. */
+ncclResult_t zn_msc_p2p_sync(struct mscclppComm *c);
+/* Copy size bytes from src (device or host memory) to dst, a peer's mapped buffer, on stream. */
+ncclResult_t zn_msc_p2p_write(void *dst, const void *src, uint64_t size, void *stream);
+/* Share a device buffer with the peer of connection i (mscclppRegisterBuffer): its descriptor,
+ * and the peer's buffer mapped from the peer's descriptor. */
+ncclResult_t zn_msc_p2p_buf_desc(struct mscclppComm *c, void *buf, uint64_t size, void *desc);
+ncclResult_t zn_msc_p2p_buf_open(struct mscclppComm *c, int peer, const void *desc, uint64_t size,
+                                 void **ptr);
+void zn_msc_p2p_free_all(struct mscclppComm *c);
+
+/* regmem.c (regmem.cc declares the first two with int results: the same values and ABI). */
+ncclResult_t zn_msc_register(struct mscclppComm *c, void *mem, uint64_t size, void **remote);
+ncclResult_t zn_msc_reg_write(struct mscclppComm *c, void *remote, const void *src, uint64_t size,
+                              uint64_t dst_off, void *stream);
+void zn_msc_reg_free_all(struct mscclppComm *c);
+int zn_msc_nconns(struct mscclppComm *c);
+int zn_msc_arg_error(const char *msg);
+
+/* proxy.c: handle at most one FIFO trigger of c (never blocks but for a flush's stream sync);
+ * the callback zinc's proxy progress thread will call in place of the temporary thread. */
+ncclResult_t zn_msc_proxy_progress(struct mscclppComm *c, int *progressed);
+void zn_msc_proxy_free(struct mscclppComm *c);
+
+#endif

@@ -1,0 +1,336 @@
+/*
+ * MSCCL++ connections on host memory across processes (mscclppTransportSHM, zincConn*), the
+ * programs MSCCL++ 0.1 shipped as kernels written for host threads: an allgather made only of
+ * put / signal / wait, a ring allreduce on putWithSignal and a ping-pong, each checked exactly
+ * against a reference; and bad usage. Written in C, to show what a C caller gets.
+ *
+ *   msc_shm_check allgather|allreduce|pingpong|errors|dead     (started by zinc-run)
+ */
+#include "bootstrap/launcher.h"
+#include "mscclpp.h"
+#include "zinc.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int rank, nranks;
+static long failures;
+
+#define CHECK(call)                                                                        \
+    do {                                                                                   \
+        int r_ = (int)(call);                                                              \
+        if (r_ != 0) {                                                                     \
+            fprintf(stderr, "[%d] %s:%d %s failed: %s\n", rank, __FILE__, __LINE__, #call, \
+                    mscclppGetErrorString((mscclppResult_t)r_));                           \
+            exit(2);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+#define EXPECT(cond, ...)                                                   \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, "\n");                                          \
+            failures++;                                                     \
+        }                                                                   \
+    } while (0)
+
+/* The value rank r contributes at element i of iteration it: distinct per (r, i, it). */
+static uint64_t val(int r, size_t i, int it)
+{
+    return ((uint64_t)r * 1000003 + (uint64_t)i * 7 + (uint64_t)it * 100000007) *
+           0x9e3779b97f4a7c15ull;
+}
+
+static mscclppComm_t init(void)
+{
+    const char *root = getenv("ZINC_COMM_ID");
+    if (!root) {
+        fprintf(stderr, "ZINC_COMM_ID is not set: run under zinc-run\n");
+        exit(2);
+    }
+    mscclppComm_t comm;
+    CHECK(mscclppCommInitRank(&comm, nranks, root, rank));
+    int r, n;
+    CHECK(mscclppCommRank(comm, &r));
+    CHECK(mscclppCommSize(comm, &n));
+    EXPECT(r == rank && n == nranks, "rank/size %d/%d, expected %d/%d", r, n, rank, nranks);
+    return comm;
+}
+
+/* Every rank puts its slice into every peer's buffer, signals, then waits for every peer. */
+static void allgather(mscclppComm_t comm)
+{
+    const size_t counts[] = { 1, 3, 1000, 65537 };
+    for (int t = 0; t < 4; t++) {
+        size_t count = counts[t], bytes = count * sizeof(uint64_t);
+        uint64_t *buf;
+        CHECK(zincConnMemAlloc(comm, bytes * (size_t)nranks, (void **)&buf));
+        for (int p = 0; p < nranks; p++)
+            if (p != rank)
+                CHECK(mscclppConnect(comm, p, t, buf, bytes * (size_t)nranks, mscclppTransportSHM,
+                                     NULL));
+        CHECK(mscclppConnectionSetup(comm));
+        for (int it = 0; it < 3; it++) {
+            for (size_t i = 0; i < count; i++) buf[(size_t)rank * count + i] = val(rank, i, it);
+            for (int p = 0; p < nranks; p++) {
+                if (p == rank) continue;
+                mscclppDevConn_t *c;
+                CHECK(mscclppGetDeviceConnection(comm, p, t, &c));
+                CHECK(zincConnPut(c, (uint64_t)rank * bytes, (uint64_t)rank * bytes, bytes));
+                CHECK(zincConnSignal(c));
+            }
+            for (int p = 0; p < nranks; p++) {
+                if (p == rank) continue;
+                mscclppDevConn_t *c;
+                CHECK(mscclppGetDeviceConnection(comm, p, t, &c));
+                CHECK(zincConnWait(c));
+            }
+            long bad = 0;
+            for (int p = 0; p < nranks; p++)
+                for (size_t i = 0; i < count; i++)
+                    bad += buf[(size_t)p * count + i] != val(p, i, it);
+            EXPECT(bad == 0, "allgather of %zu elements, iteration %d: %ld wrong", count, it, bad);
+            /* Peers overwrite the buffer in the next iteration: everyone has checked first. */
+            CHECK(mscclppBootstrapBarrier(comm));
+        }
+    }
+}
+
+/* Ring allreduce (sum of uint64, wrapping): reduce-scatter into a scratch area with putWithSignal,
+ * then an allgather along the ring. With two ranks next and prev are one connection. */
+static void allreduce(mscclppComm_t comm)
+{
+    const size_t chunk = 4099; /* elements per rank: odd, not a multiple of anything */
+    size_t n = (size_t)nranks, count = chunk * n, cb = chunk * sizeof(uint64_t);
+    uint64_t *buf; /* data (count elements), then n - 1 scratch chunks */
+    size_t bytes = (count + chunk * (n - 1)) * sizeof(uint64_t);
+    CHECK(zincConnMemAlloc(comm, bytes, (void **)&buf));
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    if (nranks > 1) {
+        CHECK(mscclppConnect(comm, next, 0, buf, bytes, mscclppTransportSHM, NULL));
+        if (prev != next)
+            CHECK(mscclppConnect(comm, prev, 0, buf, bytes, mscclppTransportSHM, NULL));
+    }
+    CHECK(mscclppConnectionSetup(comm));
+    mscclppDevConn_t *to = NULL, *from = NULL;
+    if (nranks > 1) {
+        CHECK(mscclppGetDeviceConnection(comm, next, 0, &to));
+        CHECK(mscclppGetDeviceConnection(comm, prev, 0, &from));
+    }
+    uint64_t *scratch = buf + count;
+    for (int it = 0; it < 3; it++) {
+        for (size_t i = 0; i < count; i++) buf[i] = val(rank, i, it);
+        for (int s = 0; s < nranks - 1; s++) {
+            size_t send = (size_t)(rank - s + nranks) % n,
+                   recv = (size_t)(rank - s - 1 + 2 * nranks) % n;
+            CHECK(zincConnPutWithSignal(to, (count + (size_t)s * chunk) * sizeof(uint64_t),
+                                        send * cb, cb));
+            CHECK(zincConnWait(from));
+            for (size_t i = 0; i < chunk; i++)
+                buf[recv * chunk + i] += scratch[(size_t)s * chunk + i];
+        }
+        for (int s = 0; s < nranks - 1; s++) {
+            size_t send = (size_t)(rank + 1 - s + nranks) % n;
+            CHECK(zincConnPutWithSignal(to, send * cb, send * cb, cb));
+            CHECK(zincConnWait(from));
+        }
+        if (to) CHECK(zincConnFlush(to));
+        long bad = 0;
+        for (size_t i = 0; i < count; i++) {
+            uint64_t want = 0;
+            for (int r = 0; r < nranks; r++) want += val(r, i, it);
+            bad += buf[i] != want;
+        }
+        EXPECT(bad == 0, "ring allreduce iteration %d: %ld of %zu elements wrong", it, bad, count);
+        CHECK(mscclppBootstrapBarrier(comm));
+    }
+}
+
+/* Rank 0 sends, rank 1 adds one to every byte and sends it back, for several sizes. */
+static void pingpong(mscclppComm_t comm)
+{
+    const size_t max = 1 << 20;
+    uint8_t *buf;
+    CHECK(zincConnMemAlloc(comm, max, (void **)&buf));
+    int peer = rank == 0 ? 1 : 0;
+    if (rank < 2) CHECK(mscclppConnect(comm, peer, 5, buf, max, mscclppTransportSHM, NULL));
+    CHECK(mscclppConnectionSetup(comm));
+    if (rank < 2) {
+        mscclppDevConn_t *c;
+        CHECK(mscclppGetDeviceConnection(comm, peer, 5, &c));
+        const size_t sizes[] = { 0, 1, 7, 4096, 65535, max };
+        for (int t = 0; t < 6; t++) {
+            size_t n = sizes[t];
+            for (int round = 0; round < 4; round++) {
+                if (rank == 0) {
+                    for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(i * 31 + round + t);
+                    CHECK(zincConnPutWithSignal(c, 0, 0, n));
+                    CHECK(zincConnWait(c));
+                    long bad = 0;
+                    for (size_t i = 0; i < n; i++)
+                        bad += buf[i] != (uint8_t)(i * 31 + round + t + 1);
+                    EXPECT(bad == 0, "ping-pong of %zu bytes, round %d: %ld wrong", n, round, bad);
+                } else {
+                    CHECK(zincConnWait(c));
+                    for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(buf[i] + 1);
+                    CHECK(zincConnPutWithSignal(c, 0, 0, n));
+                }
+            }
+        }
+    }
+    CHECK(mscclppBootstrapBarrier(comm));
+}
+
+static char logged[8192];
+static void capture(const char *msg)
+{
+    size_t have = strlen(logged);
+    snprintf(logged + have, sizeof(logged) - have, "%s", msg);
+}
+
+/* Bad usage: each is refused with the documented code and a message naming the cause. */
+static void errors(mscclppComm_t comm)
+{
+    CHECK(mscclppSetLogHandler(capture));
+    static char plain[64];
+    EXPECT(mscclppConnect(comm, (rank + 1) % nranks, 1, plain, sizeof(plain), mscclppTransportSHM,
+                          NULL) == mscclppInvalidArgument,
+           "SHM connection over memory not from zincConnMemAlloc accepted");
+    EXPECT(strstr(logged, "zincConnMemAlloc"), "message does not say why: %s", logged);
+    uint8_t *buf;
+    CHECK(zincConnMemAlloc(comm, 4096, (void **)&buf));
+    EXPECT(mscclppConnect(comm, (rank + 1) % nranks, 1, buf, 4096, mscclppTransportIB, NULL) ==
+               mscclppInvalidUsage,
+           "IB accepted");
+    EXPECT(mscclppConnect(comm, rank, 1, buf, 4096, mscclppTransportSHM, NULL) ==
+               mscclppInvalidArgument,
+           "a connection to itself accepted");
+    EXPECT(mscclppConnect(comm, (rank + 1) % nranks, 1, buf, 8192, mscclppTransportSHM, NULL) ==
+               mscclppInvalidArgument,
+           "a buffer running past its zincConnMemAlloc allocation accepted");
+
+    /* A declaration with no counterpart: rank 0 declares tag 9 to rank 1, which does not.
+     * Both fail, naming the tag; the others succeed. */
+    logged[0] = 0;
+    if (rank == 0) CHECK(mscclppConnect(comm, 1, 9, buf, 4096, mscclppTransportSHM, NULL));
+    mscclppResult_t r = mscclppConnectionSetup(comm);
+    if (rank < 2) {
+        EXPECT(r == mscclppInvalidUsage, "setup without counterpart returned %d", (int)r);
+        EXPECT(strstr(logged, "tag 9") && strstr(logged, "declared none"),
+               "message does not name the tag: %s", logged);
+    } else {
+        EXPECT(r == mscclppSuccess, "setup of ranks without connections failed: %d", (int)r);
+    }
+    CHECK(mscclppBootstrapBarrier(comm));
+
+    /* A rank that cannot prepare its side (a connection without its buffer) fails the setup at
+     * once on every rank, the others naming it, instead of leaving them to the deadline. */
+    logged[0] = 0;
+    if (rank == 0) CHECK(mscclppConnectWithoutBuffer(comm, 1, 11, mscclppTransportSHM, NULL));
+    if (rank == 1) CHECK(mscclppConnect(comm, 0, 11, buf, 4096, mscclppTransportSHM, NULL));
+    r = mscclppConnectionSetup(comm);
+    if (rank == 0) {
+        EXPECT(r == mscclppInvalidUsage, "setup with a connection without buffer returned %d",
+               (int)r);
+        EXPECT(strstr(logged, "tag 11 has no buffer"), "message: %s", logged);
+    } else {
+        EXPECT(r == mscclppRemoteError, "setup beside a failed rank returned %d", (int)r);
+        EXPECT(strstr(logged, "rank 0 failed to prepare"), "message: %s", logged);
+    }
+    CHECK(mscclppBootstrapBarrier(comm));
+    CHECK(mscclppCommDestroy(comm));
+
+    /* A fresh communicator: out-of-bounds puts are refused and move nothing; a wait with no
+     * signal gives up at the deadline. */
+    comm = init();
+    CHECK(zincConnMemAlloc(comm, 4096, (void **)&buf));
+    int peer = rank ^ 1;
+    if (peer < nranks)
+        CHECK(
+            mscclppConnect(comm, peer, 2, buf, rank == 0 ? 4096 : 1024, mscclppTransportSHM, NULL));
+    CHECK(mscclppConnectionSetup(comm));
+    if (rank == 0 && peer < nranks) {
+        mscclppDevConn_t *c;
+        CHECK(mscclppGetDeviceConnection(comm, peer, 2, &c));
+        logged[0] = 0;
+        memset(buf, 0x5a, 4096);
+        EXPECT(zincConnPut(c, 1000, 0, 25) == (int)mscclppInvalidArgument,
+               "put past the end of the peer's 1024-byte buffer accepted");
+        EXPECT(strstr(logged, "outside the peer's buffer of 1024 bytes"), "message: %s", logged);
+        EXPECT(zincConnPut(c, 0, 4090, 7) == (int)mscclppInvalidArgument,
+               "put from past the end of the local buffer accepted");
+        EXPECT(zincConnPut(c, 1000, 0, 24) == 0, "put ending at the peer's last byte refused");
+        CHECK(mscclppSetBootstrapConnTimeout(1));
+        EXPECT(zincConnWait(c) == (int)mscclppSystemError, "wait with no signal did not time out");
+        CHECK(mscclppSetBootstrapConnTimeout(60));
+    }
+    CHECK(mscclppBootstrapBarrier(comm));
+    if (rank == 1) {
+        long bad = 0;
+        for (int i = 0; i < 1024; i++) bad += buf[i] != (i >= 1000 ? 0x5a : 0);
+        EXPECT(bad == 0, "the refused puts changed %ld bytes", bad);
+    }
+    CHECK(mscclppBootstrapBarrier(comm));
+    CHECK(mscclppCommDestroy(comm));
+    CHECK(mscclppSetLogHandler(mscclppDefaultLogHandler));
+    exit(failures ? 1 : 0);
+}
+
+/* Rank 1 exits right after setup; rank 0's wait reports it instead of waiting on. */
+static void dead(mscclppComm_t comm)
+{
+    uint8_t *buf;
+    CHECK(zincConnMemAlloc(comm, 64, (void **)&buf));
+    CHECK(mscclppConnect(comm, rank ^ 1, 0, buf, 64, mscclppTransportSHM, NULL));
+    CHECK(mscclppConnectionSetup(comm));
+    CHECK(mscclppBootstrapBarrier(comm));
+    if (rank == 1) _exit(0);
+    mscclppDevConn_t *c;
+    CHECK(mscclppGetDeviceConnection(comm, 1, 0, &c));
+    CHECK(mscclppSetLogHandler(capture));
+    EXPECT(zincConnWait(c) == (int)mscclppRemoteError, "wait on a dead peer did not fail");
+    EXPECT(strstr(logged, "rank 1") && strstr(logged, "exited"), "message: %s", logged);
+    EXPECT(zincConnPut(c, 0, 0, 8) == (int)mscclppRemoteError, "put to a dead peer did not fail");
+    exit(failures ? 1 : 0);
+}
+
+int main(int argc, char **argv)
+{
+    struct zn_launch_info li;
+    if (!zn_launch_info_get(&li) || argc != 2) {
+        fprintf(stderr,
+                "usage: zinc-run -n N msc_shm_check allgather|allreduce|pingpong|errors|dead\n");
+        return 2;
+    }
+    rank = li.rank;
+    nranks = li.nranks;
+    const char *what = argv[1];
+    if ((!strcmp(what, "pingpong") || !strcmp(what, "errors") || !strcmp(what, "dead")) &&
+        nranks < 2) {
+        fprintf(stderr, "%s needs 2 ranks or more\n", what);
+        return 2;
+    }
+    mscclppComm_t comm = init();
+    if (!strcmp(what, "allgather"))
+        allgather(comm);
+    else if (!strcmp(what, "allreduce"))
+        allreduce(comm);
+    else if (!strcmp(what, "pingpong"))
+        pingpong(comm);
+    else if (!strcmp(what, "errors"))
+        errors(comm);
+    else if (!strcmp(what, "dead") && nranks == 2)
+        dead(comm);
+    else {
+        fprintf(stderr, "unknown test %s (dead needs exactly 2 ranks)\n", what);
+        return 2;
+    }
+    CHECK(mscclppCommDestroy(comm));
+    if (failures) fprintf(stderr, "[%d] %ld failures\n", rank, failures);
+    return failures ? 1 : 0;
+}

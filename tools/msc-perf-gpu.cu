@@ -1,0 +1,154 @@
+// msc-perf's GPU side: P2P connections to every peer and the kernels that time them.
+#include "msc-perf.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+__constant__ mscclppDevConn_t perfConns[64];
+
+struct MscPerfGpu {
+    mscclppComm_t comm;
+    int rank, nranks, nconns;
+    uint8_t *buf;
+    cudaEvent_t start, stop;
+};
+
+#define CUDA_OR(cmd, ret)                                                               \
+    do {                                                                                \
+        cudaError_t e_ = cmd;                                                           \
+        if (e_ != cudaSuccess) {                                                        \
+            fprintf(stderr, "msc-perf: %s failed: %s\n", #cmd, cudaGetErrorString(e_)); \
+            return ret;                                                                 \
+        }                                                                               \
+    } while (0)
+#define MSC_OR(cmd, ret)                                                                   \
+    do {                                                                                   \
+        mscclppResult_t r_ = cmd;                                                          \
+        if (r_ != mscclppSuccess) {                                                        \
+            fprintf(stderr, "msc-perf: %s failed: %s\n", #cmd, mscclppGetErrorString(r_)); \
+            return ret;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+MscPerfGpu *mscPerfGpuSetup(mscclppComm_t comm, int rank, int nranks, size_t bytes)
+{
+    int ndev = 0;
+    CUDA_OR(cudaGetDeviceCount(&ndev), nullptr);
+    if (nranks > 65) {
+        fprintf(stderr, "msc-perf: at most 65 ranks\n");
+        return nullptr;
+    }
+    CUDA_OR(cudaSetDevice(rank % ndev), nullptr);
+    MscPerfGpu *g = new MscPerfGpu{ comm, rank, nranks, 0, nullptr, nullptr, nullptr };
+    CUDA_OR(cudaMalloc(&g->buf, bytes), nullptr);
+    CUDA_OR(cudaMemset(g->buf, 0, bytes), nullptr);
+    CUDA_OR(cudaEventCreate(&g->start), nullptr);
+    CUDA_OR(cudaEventCreate(&g->stop), nullptr);
+    for (int p = 0; p < nranks; p++)
+        if (p != rank)
+            MSC_OR(mscclppConnect(comm, p, 0, g->buf, bytes, mscclppTransportP2P), nullptr);
+    MSC_OR(mscclppConnectionSetup(comm), nullptr);
+    mscclppDevConn_t *conns;
+    MSC_OR(mscclppGetAllDeviceConnections(comm, &conns, &g->nconns), nullptr);
+    CUDA_OR(cudaMemcpyToSymbol(perfConns, conns, sizeof(mscclppDevConn_t) * g->nconns), nullptr);
+    return g;
+}
+
+// Connection k goes to peer k (k < rank) or k + 1: the peer ranks in order.
+__global__ void pingpongKernel(int rank, size_t bytes, int iters, int proxy)
+{
+    mscclppDevConn_t c = perfConns[0]; // rank 0's peer 1, rank 1's peer 0
+    for (int i = 0; i < iters; i++) {
+        if (rank == 1 && threadIdx.x == 0) proxy ? c.wait() : c.waitDirect();
+        __syncthreads();
+        if (proxy) {
+            if (threadIdx.x == 0) c.putWithSignal(0, bytes);
+        } else {
+            c.putDirect(0, bytes, threadIdx.x, blockDim.x);
+            __syncthreads();
+            if (threadIdx.x == 0) c.signalDirect();
+        }
+        if (rank == 0 && threadIdx.x == 0) proxy ? c.wait() : c.waitDirect();
+        __syncthreads();
+    }
+    if (proxy && threadIdx.x == 0) c.flush();
+}
+
+// Block k serves connection k: this rank's slice to that peer, then the peer's signal.
+__global__ void allgatherKernel(int rank, size_t slice, int iters, int proxy)
+{
+    mscclppDevConn_t c = perfConns[blockIdx.x];
+    for (int i = 0; i < iters; i++) {
+        if (proxy) {
+            if (threadIdx.x == 0) {
+                c.putWithSignal(rank * slice, slice);
+                c.wait();
+            }
+        } else {
+            c.putDirect(rank * slice, slice, threadIdx.x, blockDim.x);
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                c.signalDirect();
+                c.waitDirect();
+            }
+        }
+        __syncthreads();
+    }
+    if (proxy && threadIdx.x == 0) c.flush();
+}
+
+double mscPerfGpuRun(MscPerfGpu *g, int pingpong, size_t bytes, int iters, int mode)
+{
+    if (pingpong && g->rank > 1) return 0;
+    CUDA_OR(cudaEventRecord(g->start), -1);
+    if (pingpong)
+        pingpongKernel<<<1, 1024>>>(g->rank, bytes, iters, mode);
+    else
+        allgatherKernel<<<g->nconns, 1024>>>(g->rank, bytes / g->nranks, iters, mode);
+    CUDA_OR(cudaGetLastError(), -1);
+    CUDA_OR(cudaEventRecord(g->stop), -1);
+    CUDA_OR(cudaEventSynchronize(g->stop), -1);
+    float ms = 0;
+    CUDA_OR(cudaEventElapsedTime(&ms, g->start, g->stop), -1);
+    return ms * 1e-3;
+}
+
+// The pattern of one check: ping-pong, rank 0's whole message (then bytes of rank 1 hold 0);
+// allgather, this rank's slice. The rest is zero, so a missing copy shows.
+void mscPerfGpuFill(MscPerfGpu *g, int pingpong, size_t bytes)
+{
+    std::vector<uint8_t> h(bytes, 0);
+    size_t slice = pingpong ? bytes : bytes / g->nranks, at = pingpong ? 0 : g->rank * slice;
+    if (!pingpong || g->rank == 0)
+        for (size_t i = 0; i < slice; i++) h[at + i] = mscPerfByte(g->rank, i);
+    if (cudaMemcpy(g->buf, h.data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+        fprintf(stderr, "msc-perf: cudaMemcpy of the check pattern failed\n");
+}
+
+long mscPerfGpuCheck(MscPerfGpu *g, int pingpong, size_t bytes, int iters)
+{
+    std::vector<uint8_t> h(bytes);
+    CUDA_OR(cudaMemcpy(h.data(), g->buf, bytes, cudaMemcpyDeviceToHost), -1);
+    long wrong = 0;
+    if (pingpong) {
+        if (g->rank < 2)
+            for (size_t i = 0; i < bytes; i++) wrong += h[i] != mscPerfByte(0, i);
+        return wrong;
+    }
+    size_t slice = bytes / g->nranks;
+    for (int p = 0; p < g->nranks; p++)
+        for (size_t i = 0; i < slice; i++) wrong += h[p * slice + i] != mscPerfByte(p, i);
+    return wrong;
+}
+
+void mscPerfGpuFree(MscPerfGpu *g)
+{
+    if (!g) return;
+    cudaEventDestroy(g->start);
+    cudaEventDestroy(g->stop);
+    cudaFree(g->buf);
+    delete g;
+}
