@@ -23,7 +23,7 @@ struct zi_cuda_facts {
     struct zn_cuda_link link[ZI_MAX_GPUS][ZI_MAX_GPUS]; /* [a][b]: how a reaches b */
 };
 
-/* Query this machine (no CUDA context is created). */
+/* Query this machine (device and driver queries only: no memory, no kernels). */
 void zi_cuda_gather(struct zi_cuda_facts *f, const char *archs);
 void zi_cuda_print(FILE *out, const struct zi_cuda_facts *f);
 

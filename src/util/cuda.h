@@ -73,7 +73,7 @@ ncclResult_t zn_cuda_device_sync(void);
 /* Whether the stream is being captured into a graph. */
 int zn_cuda_stream_capturing(cudaStream_t s);
 
-/* What this machine offers (zinc-info). Nothing here creates a CUDA context. */
+/* What this machine offers (zinc-info): device and driver queries only, no memory or kernels. */
 enum zn_cuda_state {
     ZN_CUDA_OK,         /* at least one device */
     ZN_CUDA_NOT_BUILT,  /* this build has no CUDA */

@@ -38,7 +38,9 @@ if [ "$ranks" -gt "$have" ]; then
     # process's kernel is switched out and the other runs; under MPS they run side by side
     # again, which the channel limit covers too. A GPU in exclusive-process or prohibited
     # compute mode cannot take several processes: skip rather than fail on it.
-    if nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | grep -qv '^Default'; then
+    # (Read whole first: grep -q leaving early would fail the pipe under pipefail.)
+    modes=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null || true)
+    if [ -n "$modes" ] && grep -qv '^Default' <<<"$modes"; then
         skip "$ranks ranks on $have GPU(s) need to share one, and a GPU is not in Default compute mode"
     fi
     export ZINC_GPU_CHANNELS=${ZINC_GPU_CHANNELS:-16}
