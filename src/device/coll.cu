@@ -51,11 +51,10 @@ template <typename T> __device__ void allreduce_oneshot(Chan &s, const zn_dev_co
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    uint64_t W = a.comm.slot_bytes / sizeof(T);
-    Range r = channel_range(a.count, a.nch, s.ch);
+    const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, 1);
     __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
-    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
-        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+    for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
+        uint64_t wl = sp.len(w0);
         for (int k = 1; k < n; k++)
             if (!push<T>(s, (me + k) % n, in + w0, wl, a.premul, sc)) return;
         if (!gather<T>(s, in + w0, srcs)) return;
@@ -201,12 +200,11 @@ template <typename T> __device__ void allreduce_twoshot(Chan &s, const zn_dev_co
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    uint64_t W = a.comm.slot_bytes / sizeof(T) * n;
-    Range r = channel_range(a.count, a.nch, s.ch);
+    const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, n);
     __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
     __shared__ T *dsts[ZN_DEV_MAX_RANKS];
-    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
-        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W, ps, pl, mps, mpl;
+    for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
+        uint64_t wl = sp.len(w0), ps, pl, mps, mpl;
         if (!reserve_peers<T>(s, dsts)) return;
         for (int k = 1; k < n; k++) {
             piece(wl, n, (me + k) % n, &ps, &pl);
@@ -236,11 +234,10 @@ template <typename T> __device__ void reducescatter(Chan &s, const zn_dev_coll_a
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    uint64_t W = a.comm.slot_bytes / sizeof(T);
-    Range r = channel_range(a.count, a.nch, s.ch);
+    const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, 1);
     __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
-    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
-        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+    for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
+        uint64_t wl = sp.len(w0);
         for (int k = 1; k < n; k++) {
             int d = (me + k) % n;
             if (!push<T>(s, d, in + d * a.count + w0, wl, a.premul, sc)) return;
@@ -257,11 +254,10 @@ template <typename T> __device__ void reduce_root(Chan &s, const zn_dev_coll_arg
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    uint64_t W = a.comm.slot_bytes / sizeof(T);
-    Range r = channel_range(a.count, a.nch, s.ch);
+    const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, 1);
     __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
-    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
-        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+    for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
+        uint64_t wl = sp.len(w0);
         if (me != root) {
             if (!push<T>(s, root, in + w0, wl, a.premul, sc)) return;
             continue;
@@ -278,10 +274,10 @@ __device__ void move(Chan &s, const zn_dev_coll_args &a)
     int me = s.me, n = s.n, root = a.root;
     const uint8_t *in = (const uint8_t *)a.sendbuf;
     uint8_t *out = (uint8_t *)a.recvbuf;
-    uint64_t W = a.comm.slot_bytes, cnt = a.count;
-    Range r = channel_range(cnt, a.nch, s.ch);
-    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
-        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+    uint64_t cnt = a.count;
+    const Span sp = span<uint8_t>(cnt, a.nch, s.ch, a.comm.slot_bytes, 1);
+    for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
+        uint64_t wl = sp.len(w0);
         switch (a.coll) {
         case ZN_DEV_BROADCAST:
             if (me == root) {

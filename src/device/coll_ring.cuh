@@ -56,10 +56,9 @@ template <typename T> __device__ void allreduce_ring(Chan &s, const zn_dev_coll_
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    uint64_t W = a.comm.slot_bytes / sizeof(T) * n;
-    Range r = channel_range(a.count, a.nch, s.ch);
-    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
-        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W, ps, pl;
+    const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, n);
+    for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
+        uint64_t wl = sp.len(w0), ps, pl;
         piece(wl, n, (g.pos + n - 1) % n, &ps, &pl);
         if (!push<T>(s, g.next, in + w0 + ps, pl, a.premul, sc)) return;
         for (int st = 1; st < n; st++) {
@@ -162,10 +161,9 @@ template <typename T> __device__ void reducescatter_ring(Chan &s, const zn_dev_c
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    uint64_t W = c.slot_bytes / sizeof(T);
-    Range r = channel_range(a.count, a.nch, s.ch);
-    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
-        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, 1);
+    for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
+        uint64_t wl = sp.len(w0);
         int b = c.ring[(g.pos + n - 1) % n];
         if (!push<T>(s, g.next, in + b * a.count + w0, wl, a.premul, sc)) return;
         for (int st = 1; st < n; st++) {
@@ -191,10 +189,9 @@ template <typename T> __device__ void reduce_ring(Chan &s, const zn_dev_coll_arg
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    uint64_t W = c.slot_bytes / sizeof(T);
-    Range r = channel_range(a.count, a.nch, s.ch);
-    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
-        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, 1);
+    for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
+        uint64_t wl = sp.len(w0);
         if (first) {
             if (!push<T>(s, g.next, in + w0, wl, a.premul, sc)) return;
             continue;
@@ -213,10 +210,10 @@ static __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
     Ring g = ring_of(c);
     const uint8_t *in = (const uint8_t *)a.sendbuf;
     uint8_t *out = (uint8_t *)a.recvbuf;
-    uint64_t W = c.slot_bytes, cnt = a.count;
-    Range r = channel_range(cnt, a.nch, s.ch);
-    for (uint64_t w0 = r.lo; w0 < r.hi; w0 += W) {
-        uint64_t wl = r.hi - w0 < W ? r.hi - w0 : W;
+    uint64_t cnt = a.count;
+    const Span sp = span<uint8_t>(cnt, a.nch, s.ch, c.slot_bytes, 1);
+    for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
+        uint64_t wl = sp.len(w0);
         if (a.coll == ZN_DEV_BROADCAST) {
             /* A chain from the root: each keeps the window and passes it on, up to the
              * position before the root. */

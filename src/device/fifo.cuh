@@ -40,6 +40,26 @@ __device__ __forceinline__ Range channel_range(uint64_t n, int nch, int ch)
     return { lo, hi };
 }
 
+/* The windows of a channel's range that the Simple kernels walk one at a time:
+ *   for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) { uint64_t wl = sp.len(w0); ... }
+ * each at most w elements (a FIFO slot, or `slots` of them for patterns that send a window's
+ * pieces to several ranks at once). */
+struct Span {
+    uint64_t lo, hi, w;
+    __device__ __forceinline__ uint64_t len(uint64_t w0) const
+    {
+        return hi - w0 < w ? hi - w0 : w;
+    }
+};
+
+/* Channel ch's windows of n elements of T with slot_bytes-byte slots. */
+template <typename T>
+__device__ __forceinline__ Span span(uint64_t n, int nch, int ch, uint64_t slot_bytes, int slots)
+{
+    Range r = channel_range(n, nch, ch);
+    return { r.lo, r.hi, slot_bytes / sizeof(T) * slots };
+}
+
 struct Chan {
     const zn_dev_comm *c;
     int ch, me, n;
