@@ -134,6 +134,7 @@ struct nsock_group {
     uint64_t conn_id;
     int nstreams, have;
     int fds[ZN_NSOCK_MAX_STREAMS];
+    int64_t deadline; /* a connection whose streams do not all arrive by then is dropped */
 };
 
 struct nsock_listen {
@@ -230,6 +231,7 @@ static int file_stream(struct nsock_listen *l, const struct zn_nsock_hello *h, i
         g->used = 1;
         g->conn_id = h->conn_id;
         g->nstreams = h->nstreams;
+        g->deadline = zn_deadline_from_now();
         for (int i = 0; i < ZN_NSOCK_MAX_STREAMS; i++) g->fds[i] = -1;
     }
     if (h->nstreams != g->nstreams || g->fds[h->stream] >= 0) return 0;
@@ -297,12 +299,30 @@ static ncclResult_t comm_new(int is_send, int ctrl_fd, int nstreams, const int *
     return ncclSuccess;
 }
 
+/* Drop connections of which some streams never came (the connecting side died half-way). */
+static void drop_stale_groups(struct nsock_listen *l)
+{
+    int64_t now = zn_now_ns();
+    for (int i = 0; i < NSOCK_GROUPS; i++) {
+        struct nsock_group *g = &l->groups[i];
+        if (!g->used || g->have == g->nstreams + 1 || now <= g->deadline) continue;
+        zn_warn(ZN_NET,
+                "socket net %s: dropping a connection that brought %d of its %d streams within "
+                "ZINC_TIMEOUT",
+                l->addr, g->have, g->nstreams + 1);
+        for (int s = 0; s <= g->nstreams; s++)
+            if (g->fds[s] >= 0) close(g->fds[s]);
+        g->used = 0;
+    }
+}
+
 static ncclResult_t nsock_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_t **dev)
 {
     struct nsock_listen *l = listen_comm;
     *recv_comm = NULL;
     take_new(l);
     read_hellos(l);
+    drop_stale_groups(l);
     for (int i = 0; i < NSOCK_GROUPS; i++) {
         struct nsock_group *g = &l->groups[i];
         if (!g->used || g->have != g->nstreams + 1) continue;

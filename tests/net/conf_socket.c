@@ -88,6 +88,56 @@ ZT_TEST(select_by_name)
     zn_params_reload();
 }
 
+/* A connection of which only some streams arrive is dropped once ZINC_TIMEOUT (1 s here)
+ * has passed; the listener still serves afterwards. */
+ZT_TEST(partial_connection_dropped)
+{
+    static const char *names[] = { "ZINC_TIMEOUT", "ZINC_SOCKET_NTHREADS",
+                                   "ZINC_NSOCKS_PERTHREAD" };
+    static const char *values[] = { "1", "1", "1" }; /* one data stream: two streams in all */
+    char *saved[3];
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(names[i]);
+        saved[i] = v ? strdup(v) : NULL;
+        setenv(names[i], values[i], 1);
+    }
+    zn_params_reload();
+    char handle[NCCL_NET_HANDLE_MAXSIZE] = { 0 };
+    void *lc = NULL;
+    ZT_OK(NET->ops->listen(NET->ctx, 0, handle, &lc));
+    struct zn_nsock_handle h;
+    ZT_OK(zn_nsock_handle_decode(handle, sizeof(handle) - 8, &h));
+    ZT_EQ_INT(h.nstreams, 1);
+    int fd;
+    ZT_OK(zn_sock_connect(&h.addr, zn_deadline_from_now(), NULL, &fd));
+    uint8_t hello[ZN_NSOCK_HELLO_LEN];
+    struct zn_nsock_hello m = { .stream = 0, .nstreams = 1, .magic = h.magic, .conn_id = 42 };
+    zn_nsock_hello_encode(&m, hello);
+    ZT_OK(zn_sock_send_all(fd, hello, sizeof(hello), zn_deadline_from_now(), NULL));
+    void *r = NULL;
+    int64_t start = zn_now_ns();
+    int closed = 0;
+    while (!closed && zn_now_ns() - start < 30000000000ll) { /* a hang guard, not a timing */
+        ZT_OK(NET->ops->accept(lc, &r, NULL));
+        ZT_ASSERT(r == NULL);
+        char b;
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 1) == 1 && read(fd, &b, 1) <= 0) closed = 1;
+    }
+    ZT_ASSERT(closed);
+    ZT_ASSERT(zn_now_ns() - start >= 1000000000ll); /* not before the deadline */
+    close(fd);
+    NET->ops->closeListen(lc);
+    for (int i = 0; i < 3; i++) {
+        if (saved[i])
+            setenv(names[i], saved[i], 1);
+        else
+            unsetenv(names[i]);
+        free(saved[i]);
+    }
+    zn_params_reload();
+}
+
 /* A virtual device of the one device is that device; merging two is refused. */
 ZT_TEST(virtual_device)
 {
@@ -112,7 +162,8 @@ int main(void)
     }
     int failed = nt_run_suite(NET->ops, NET->ctx, zn_last_error);
     static const struct zt_case cases[] = { ZT_CASE(stranger_rejected), ZT_CASE(select_by_name),
-                                            ZT_CASE(virtual_device) };
+                                            ZT_CASE(virtual_device),
+                                            ZT_CASE(partial_connection_dropped) };
     failed += zt_run(cases, (int)(sizeof(cases) / sizeof(cases[0])));
     return failed ? 1 : 0;
 }
