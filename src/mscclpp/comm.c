@@ -8,6 +8,7 @@
 #include "util/cuda.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/param.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@ _Static_assert(sizeof(mscclppUniqueId) == sizeof(ncclUniqueId), "ids are the sam
 
 ZN_MSC_EXPORT mscclppResult_t mscclppGetUniqueId(mscclppUniqueId *uniqueId)
 {
-    zn_log_init();
+    (void)zn_params(); /* loads the parameters, which configures logging */
     if (!uniqueId)
         return zn_msc_res(
             zn_error(ncclInvalidArgument, ZN_INIT, "mscclppGetUniqueId: uniqueId is NULL"));
@@ -101,7 +102,7 @@ fail:
 ZN_MSC_EXPORT mscclppResult_t mscclppCommInitRank(mscclppComm_t *comm, int nranks,
                                                   const char *ipPortPair, int rank)
 {
-    zn_log_init();
+    (void)zn_params(); /* loads the parameters, which configures logging */
     if (!comm || !ipPortPair)
         return zn_msc_res(zn_error(ncclInvalidArgument, ZN_INIT, "mscclppCommInitRank: %s is NULL",
                                    !comm ? "comm" : "ipPortPair"));
@@ -114,7 +115,7 @@ ZN_MSC_EXPORT mscclppResult_t mscclppCommInitRank(mscclppComm_t *comm, int nrank
 ZN_MSC_EXPORT mscclppResult_t mscclppCommInitRankFromId(mscclppComm_t *comm, int nranks,
                                                         mscclppUniqueId id, int rank)
 {
-    zn_log_init();
+    (void)zn_params(); /* loads the parameters, which configures logging */
     if (!comm)
         return zn_msc_res(
             zn_error(ncclInvalidArgument, ZN_INIT, "mscclppCommInitRankFromId: comm is NULL"));
@@ -203,7 +204,7 @@ ZN_MSC_EXPORT mscclppResult_t mscclppSetLogHandler(mscclppLogHandler_t handler)
     if (!handler)
         return zn_msc_res(
             zn_error(ncclInvalidArgument, ZN_INIT, "mscclppSetLogHandler: handler is NULL"));
-    zn_log_init();
+    (void)zn_params(); /* loads the parameters, which configures logging */
     /* The default handler writes to stderr, as zinc's own log does unless ZINC_DEBUG_FILE
      * names a file: keep that file in use then. */
     zn_log_set_sink(handler == mscclppDefaultLogHandler ? NULL : handler);
