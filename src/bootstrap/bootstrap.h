@@ -81,6 +81,14 @@ void zn_boot_abort(struct zn_boot *b, ncclResult_t code, const char *why);
  * through a dead rank); send/recv between live ranks work. No other thread may be using b. */
 void zn_boot_reopen(struct zn_boot *b, const atomic_int *abort_flag);
 
+/* Whole frames this rank wrote and read on bootstrap sockets (root, ring, point to point),
+ * headers included: what init costs each rank in messages, to check that it stays O(log n). */
+struct zn_boot_stats {
+    uint64_t msgs_sent, bytes_sent;
+    uint64_t msgs_recv, bytes_recv;
+};
+void zn_boot_get_stats(const struct zn_boot *b, struct zn_boot_stats *out);
+
 int zn_boot_rank(const struct zn_boot *b);
 int zn_boot_nranks(const struct zn_boot *b);
 uint64_t zn_boot_magic(const struct zn_boot *b);

@@ -19,6 +19,11 @@
  * RING_INFO payload (root to rank): nranks, pad, address of the next rank (32 bytes).
  * ERROR / ABORT payload: ncclResult_t code (4 bytes) then text (no terminator).
  * DATA payload: tag (4 bytes), pad (4 bytes), then data.
+ * BYE payload: the sender's rank (4 bytes). Last frame on the ring connection of a rank that
+ * closes its bootstrap normally: the successor then knows that the end of that connection is
+ * not a death.
+ *
+ * Version 2 added BYE (ring data moved to point-to-point connections; the ring watches deaths).
  */
 #ifndef ZN_BOOTSTRAP_WIRE_H
 #define ZN_BOOTSTRAP_WIRE_H
@@ -29,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZN_BOOT_VERSION 1
+#define ZN_BOOT_VERSION 2
 
 enum zn_boot_type {
     ZN_BOOT_HELLO = 1,
@@ -37,6 +42,7 @@ enum zn_boot_type {
     ZN_BOOT_ERROR = 3, /* root to rank: init failed */
     ZN_BOOT_DATA = 4,
     ZN_BOOT_ABORT = 5, /* rank to ring neighbour: the job failed, here is why */
+    ZN_BOOT_BYE = 6,   /* rank to ring successor: closing normally */
 };
 
 enum zn_boot_hello_kind { ZN_HELLO_ROOT = 1, ZN_HELLO_RING = 2, ZN_HELLO_P2P = 3 };
