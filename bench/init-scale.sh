@@ -1,42 +1,49 @@
 #!/bin/bash
-# Communicator init at scale on one host: wall time of zinc-run starting N ranks of zinc-perf,
-# each doing init + one 8-byte allreduce + destroy, and what init cost each rank (from the
-# INFO line "init phases", zn_comm_setup): the slowest rank's phases and the bootstrap messages
-# and bytes each rank sent and received (the largest over the ranks).
+# Communicator init at scale on one host: N ranks started by zinc-run, each doing
+# ncclCommInitRank, one 8-byte allreduce and ncclCommDestroy (bench/init_scale.c), and what init
+# cost each rank from the INFO line "init phases" (zn_comm_setup).
 #   bench/init-scale.sh [N...]        (default: 64 128 256 512)
-# Checks the limits that apply first: a rank holds about 2 log2(N) + 10 descriptors of the
-# bootstrap and one shared-memory arena of ZINC_SHM_SLOT_SIZE (1 MB) x N bytes is made in
-# /dev/shm.
+# Columns: wall time of the whole job; when the last rank finished init and the allreduce
+# (seconds after the launch); the slowest rank's init phases (wall ms; a collective phase
+# absorbs the waiting for ranks still in the local phases before it); the most CPU a rank spent
+# in init; the bootstrap messages and bytes a rank sent and received (the largest over ranks).
+# Limits that apply first: one shared-memory arena of ZINC_SHM_SLOT_SIZE (1 MB) x N bytes in
+# /dev/shm; a rank holds about 2 log2(N) + 10 bootstrap descriptors.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build}
-[ -x "$build/bin/zinc-perf" ] || { echo "build zinc first (make)"; exit 2; }
+[ -x "$build/bin/zinc-run" ] || { echo "build zinc first (make)"; exit 2; }
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(64 128 256 512)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+cc -O2 -I"$here/include" "$here/bench/init_scale.c" -L"$build/lib" -lnccl \
+    -Wl,-rpath,"$build/lib" -o "$out/init_scale"
 
 shm_free=$(df -B1 --output=avail /dev/shm | tail -1)
-echo "init + one allreduce, host communicators, $(nproc) cores, $(date -u +%Y-%m-%d)," \
+echo "init + one allreduce + destroy, host communicators, $(nproc) cores, $(date -u +%Y-%m-%d)," \
      "/dev/shm free $((shm_free >> 20)) MB, ulimit -n $(ulimit -n)"
 echo
-echo "| ranks | wall s | slowest rank: join / peers / conns / arena / watch / barrier ms | init CPU ms per rank (max) | msgs sent / recv per rank (max) | bytes sent / recv per rank (max) |"
-echo "| ---: | ---: | --- | ---: | ---: | ---: |"
+echo "| ranks | wall s | all init done s | allreduce done s | slowest rank: join / peers / conns / arena / watch / barrier ms | init CPU ms per rank (max) | msgs sent / recv per rank (max) | bytes sent / recv per rank (max) |"
+echo "| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"
 for n in "${sizes[@]}"; do
     slot=$((1 << 20))
     if [ $((slot * n)) -ge "$shm_free" ]; then
-        echo "| $n | skipped: the arena needs $((slot * n >> 20)) MB of /dev/shm | | | | |"
+        echo "| $n | skipped: the arena needs $((slot * n >> 20)) MB of /dev/shm | | | | | | |"
         continue
     fi
     start=$(date +%s.%N)
     ZINC_DEBUG=INFO ZINC_DEBUG_SUBSYS=INIT "$build/bin/zinc-run" -n "$n" --timeout 300 \
-        "$build/bin/zinc-perf" -b 8 -e 8 -n 1 -w 0 -c 1 >"$out/log" 2>&1 || {
-        echo "| $n | failed (see below) | | | | |"
-        grep -E "WARN|error" "$out/log" | head -5
+        "$out/init_scale" >"$out/times" 2>"$out/log" || {
+        echo "| $n | failed (see below) | | | | | | |"
+        grep -E "WARN|error|failed" "$out/log" | head -5
         continue
     }
     end=$(date +%s.%N)
-    grep "init phases" "$out/log" | sed 's/.*init phases (wall\/cpu ms): //' | awk -v n="$n" -v t0="$start" -v t1="$end" '
+    done_at=$(awk -v t0="$start" '{ if ($6 > i) i = $6; if ($8 > a) a = $8 }
+        END { printf "%.2f | %.2f", i / 1e3 - t0, a / 1e3 - t0 }' "$out/times")
+    # Builds before 2026-11-24 print no phases: their rows have the times only.
+    { grep "init phases" "$out/log" || true; } | sed 's/.*init phases (wall\/cpu ms): //' | awk -v n="$n" -v t0="$start" -v t1="$end" -v done_at="$done_at" '
         # join W/C, peers W/C, ..., barrier W/C; bootstrap sent M msgs B bytes, received M msgs B bytes; cpu C ms in all
         { gsub(/[,;]/, "")
           total = 0
@@ -46,5 +53,5 @@ for n in "${sizes[@]}"; do
           if ($29 > cpu) cpu = $29
           ranks++ }
         END { if (ranks != n) ph = ph " (only " ranks " ranks logged)"
-              printf "| %d | %.2f | %s | %.0f | %d / %d | %d / %d |\n", n, t1 - t0, ph, cpu, ms, mr, bs, br }'
+              printf "| %d | %.2f | %s | %s | %.0f | %d / %d | %d / %d |\n", n, t1 - t0, done_at, ph, cpu, ms, mr, bs, br }'
 done

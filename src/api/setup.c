@@ -78,38 +78,59 @@ void zn_comm_save_error(struct ncclComm *comm)
     pthread_mutex_unlock(&comm->err_lock);
 }
 
-/* Hosts: index of each rank's host, in order of first appearance; ring order puts the ranks of
- * one host next to each other, so a ring crosses between hosts only nhosts times. */
+/* Index of each rank's host, in order of first appearance, through an open-addressing table of
+ * host hashes: O(n), where comparing every pair made init O(n^2) per rank. */
+static ncclResult_t host_index(const struct ncclComm *c, int *host, int *nhosts)
+{
+    size_t cap = 16;
+    while (cap < 2 * (size_t)c->nranks) cap *= 2;
+    int *slot = malloc(cap * sizeof(int)); /* a rank of that host, or -1 */
+    if (!slot) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
+    for (size_t i = 0; i < cap; i++) slot[i] = -1;
+    *nhosts = 0;
+    for (int r = 0; r < c->nranks; r++) {
+        uint64_t h = c->peers[r].host_hash;
+        size_t i = (size_t)((h * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+        while (slot[i] >= 0 && c->peers[slot[i]].host_hash != h) i = (i + 1) & (cap - 1);
+        if (slot[i] < 0) {
+            slot[i] = r;
+            host[r] = (*nhosts)++;
+        } else {
+            host[r] = host[slot[i]];
+        }
+    }
+    free(slot);
+    return ncclSuccess;
+}
+
+/* Ring order puts the ranks of one host next to each other, so a ring crosses between hosts
+ * only nhosts times. */
 static ncclResult_t topology(struct ncclComm *c)
 {
     int n = c->nranks;
     int *host = malloc((size_t)n * sizeof(int));
+    int *start = calloc((size_t)n + 1, sizeof(int));
     c->ring = malloc((size_t)n * sizeof(int));
-    if (!host || !c->ring) {
-        free(host);
-        return zn_error(ncclSystemError, ZN_INIT, "out of memory");
+    ncclResult_t res = ncclSystemError;
+    if (!host || !start || !c->ring) {
+        res = zn_error(ncclSystemError, ZN_INIT, "out of memory");
+        goto out;
     }
-    c->nhosts = 0;
+    ZN_CHECK_GOTO(host_index(c, host, &c->nhosts), res, out);
+    /* Counting sort by host, stable in rank order. */
+    for (int r = 0; r < n; r++) start[host[r] + 1]++;
+    for (int h = 0; h < c->nhosts; h++) start[h + 1] += start[h];
+    c->nlocal = start[host[c->rank] + 1] - start[host[c->rank]];
     for (int r = 0; r < n; r++) {
-        host[r] = -1;
-        for (int q = 0; q < r; q++)
-            if (c->peers[q].host_hash == c->peers[r].host_hash) {
-                host[r] = host[q];
-                break;
-            }
-        if (host[r] < 0) host[r] = c->nhosts++;
+        int pos = start[host[r]]++;
+        c->ring[pos] = r;
+        if (r == c->rank) c->actx.ring_pos = pos;
     }
-    int k = 0;
-    c->nlocal = 0;
-    for (int h = 0; h < c->nhosts; h++)
-        for (int r = 0; r < n; r++)
-            if (host[r] == h) c->ring[k++] = r;
-    for (int r = 0; r < n; r++) {
-        if (host[r] == host[c->rank]) c->nlocal++;
-        if (c->ring[r] == c->rank) c->actx.ring_pos = r;
-    }
+    res = ncclSuccess;
+out:
     free(host);
-    return ncclSuccess;
+    free(start);
+    return res;
 }
 
 static int arena_allowed(const struct ncclComm *c)

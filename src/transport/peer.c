@@ -65,12 +65,20 @@ static uint64_t proc_start_time(int pid)
     return start;
 }
 
+/* The pid namespace: a pid means the same process only to ranks that share it. 0: unknown. */
+static uint32_t pidns_id(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint32_t)st.st_ino : 0;
+}
+
 ncclResult_t zn_peer_info_local(struct zn_peer_info *info)
 {
     memset(info, 0, sizeof(*info));
     info->pid = (int32_t)getpid();
     info->host_hash = zn_host_hash();
     info->pid_start = proc_start_time(info->pid);
+    info->pidns = pidns_id();
     info->cuda_dev = -1;
     if (getrandom(&info->nonce, sizeof(info->nonce), 0) != sizeof(info->nonce))
         info->nonce = (uint64_t)info->pid_start * 0x9e3779b97f4a7c15ull ^ (uint64_t)info->pid;
@@ -79,42 +87,73 @@ ncclResult_t zn_peer_info_local(struct zn_peer_info *info)
     return ncclSuccess;
 }
 
+/* Opening the pidfds is put off to the first question about each peer: at init every rank
+ * would otherwise open one per local peer and read its /proc entry (n^2 system calls on a host,
+ * seconds with hundreds of ranks), while a rank only ever asks about the few it waits for. */
+enum { WATCH_NONE = -1, WATCH_UNOPENED = -2, WATCH_DEAD = -3 };
+
 struct zn_peer_watch {
     int n;
-    int *pidfd; /* -1: not watched */
+    const struct zn_peer_info *peers; /* the communicator's, alive as long as the watch */
+    uint32_t my_pidns;
+    atomic_int *pidfd; /* an open pidfd, or a WATCH_ state */
 };
 
 ncclResult_t zn_peer_watch_create(const struct zn_tctx *ctx, struct zn_peer_watch **out)
 {
     struct zn_peer_watch *w = calloc(1, sizeof(*w));
-    if (!w || !(w->pidfd = malloc((size_t)ctx->nranks * sizeof(int)))) {
+    if (!w || !(w->pidfd = malloc((size_t)ctx->nranks * sizeof(*w->pidfd)))) {
         free(w);
         return zn_error(ncclSystemError, ZN_INIT, "out of memory");
     }
     w->n = ctx->nranks;
+    w->peers = ctx->peers;
+    w->my_pidns = ctx->peers[ctx->rank].pidns;
     uint64_t me = ctx->peers[ctx->rank].host_hash;
     for (int r = 0; r < ctx->nranks; r++) {
         const struct zn_peer_info *p = &ctx->peers[r];
-        w->pidfd[r] = -1;
-        if (r == ctx->rank || p->host_hash != me || p->pid <= 0) continue;
-        /* A peer in another pid namespace shows a pid that is not its own here: only watch a
-         * pid whose start time matches what the peer reported. */
-        int fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
-        if (fd < 0) continue;
-        if (p->pid_start && proc_start_time(p->pid) != p->pid_start) {
-            close(fd);
-            continue;
-        }
-        w->pidfd[r] = fd;
+        /* A peer in another pid namespace shows a pid that is not its own here. */
+        int same_ns = p->pidns == w->my_pidns;
+        int watchable = r != ctx->rank && p->host_hash == me && p->pid > 0 && same_ns;
+        atomic_init(&w->pidfd[r], watchable ? WATCH_UNOPENED : WATCH_NONE);
     }
     *out = w;
     return ncclSuccess;
 }
 
+/* First question about peer: open its pidfd. The peer was alive when it sent its info, and it
+ * shares our pid namespace: a pid that is gone, or now belongs to a process that started at
+ * another time, means that it exited. Where the namespace is unknown (no /proc), such a peer
+ * is only not watched. */
+static int open_watch(struct zn_peer_watch *w, int peer)
+{
+    const struct zn_peer_info *p = &w->peers[peer];
+    int state;
+    int fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+    if (fd < 0) {
+        state = errno == ESRCH && w->my_pidns ? WATCH_DEAD : WATCH_NONE;
+    } else {
+        uint64_t start = p->pid_start ? proc_start_time(p->pid) : 0;
+        state = !start || start == p->pid_start ? fd : w->my_pidns ? WATCH_DEAD : WATCH_NONE;
+        if (state != fd) close(fd);
+    }
+    int expected = WATCH_UNOPENED;
+    if (!atomic_compare_exchange_strong(&w->pidfd[peer], &expected, state)) {
+        /* Another thread opened it first. */
+        if (state >= 0) close(state);
+        return expected;
+    }
+    return state;
+}
+
 int zn_peer_dead(struct zn_peer_watch *w, int peer)
 {
-    if (!w || peer < 0 || peer >= w->n || w->pidfd[peer] < 0) return 0;
-    struct pollfd p = { .fd = w->pidfd[peer], .events = POLLIN };
+    if (!w || peer < 0 || peer >= w->n) return 0;
+    int fd = atomic_load(&w->pidfd[peer]);
+    if (fd == WATCH_UNOPENED) fd = open_watch(w, peer);
+    if (fd == WATCH_DEAD) return 1;
+    if (fd < 0) return 0;
+    struct pollfd p = { .fd = fd, .events = POLLIN };
     return poll(&p, 1, 0) > 0;
 }
 
@@ -122,7 +161,7 @@ void zn_peer_watch_destroy(struct zn_peer_watch *w)
 {
     if (!w) return;
     for (int r = 0; r < w->n; r++)
-        if (w->pidfd[r] >= 0) close(w->pidfd[r]);
+        if (atomic_load(&w->pidfd[r]) >= 0) close(atomic_load(&w->pidfd[r]));
     free(w->pidfd);
     free(w);
 }

@@ -18,8 +18,9 @@ uint64_t zn_host_hash(void);
 
 struct zn_peer_watch;
 
-/* Open a watch on every peer that shares this rank's host. Call right after the peers'
- * info was exchanged, while they are known to be alive. */
+/* A watch on every peer that shares this rank's host and pid namespace. Call right after the
+ * peers' info was exchanged, while they are known to be alive; ctx->peers must outlive the
+ * watch. Each peer's pidfd is opened at the first zn_peer_dead about it. */
 ncclResult_t zn_peer_watch_create(const struct zn_tctx *ctx, struct zn_peer_watch **out);
 /* 1 if peer is known to have exited, 0 if alive or not watchable (another host: the
  * transports see that as a closed connection). Cheap: one poll() on a pidfd. */
