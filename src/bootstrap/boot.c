@@ -145,7 +145,9 @@ static ncclResult_t serve_in(struct zn_boot *b, int i)
         return ncclSuccess;
     }
     struct zn_frame_reader *rd = &c->rd;
-    zn_boot_count_recv(b, rd);
+    /* DATA counts when zn_boot_recv takes it: what arrived early is not counted twice, and
+     * the counters do not depend on who runs ahead. */
+    if (rd->hdr.type != ZN_BOOT_DATA) zn_boot_count_recv(b, rd);
     if (rd->hdr.type == ZN_BOOT_ABORT || rd->hdr.type == ZN_BOOT_ERROR) {
         ncclResult_t r = take_abort(b, rd);
         in_close(b, i);

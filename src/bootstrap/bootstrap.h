@@ -82,7 +82,9 @@ void zn_boot_abort(struct zn_boot *b, ncclResult_t code, const char *why);
 void zn_boot_reopen(struct zn_boot *b, const atomic_int *abort_flag);
 
 /* Whole frames this rank wrote and read on bootstrap sockets (root, ring, point to point),
- * headers included: what init costs each rank in messages, to check that it stays O(log n). */
+ * headers included: what init costs each rank in messages, to check that it stays O(log n).
+ * A point-to-point DATA frame counts as received when zn_boot_recv takes it, so that once a
+ * collective returned on every rank the counts do not depend on timing. */
 struct zn_boot_stats {
     uint64_t msgs_sent, bytes_sent;
     uint64_t msgs_recv, bytes_recv;
