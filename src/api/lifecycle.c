@@ -212,9 +212,6 @@ ZN_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
     if (comm->host_words) ((volatile uint32_t *)comm->host_words)[0] = 1;
     wait_idle(comm);
     zn_conns_abort(comm->conns, msg);
-    /* And those in a bootstrap collective (finalize, split): ABORT around the ring, not the BYE
-     * of a normal destroy, after which they would wait for this rank until ZINC_TIMEOUT. */
-    if (comm->boot) zn_boot_abort(comm->boot, ncclRemoteError, msg);
     zn_info(ZN_INIT, "comm %p rank %d aborted", (void *)comm, comm->rank);
     zn_windows_free(comm);
     zn_comm_free(comm);

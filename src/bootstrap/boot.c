@@ -386,7 +386,50 @@ ncclResult_t zn_boot_ring_connect(struct zn_boot *b, const union zn_sockaddr *ne
     return zn_boot_io_run(b, &io);
 }
 
-/* Talk to the root: HELLO out, RING_INFO (or ERROR) back. */
+/* One frame from the root, waiting up to deadline. Returns 1, or a negative errno. */
+static int root_read(struct zn_boot *b, int fd, struct zn_frame_reader *rd, uint32_t want,
+                     int64_t deadline)
+{
+    int rc;
+    while ((rc = zn_frame_reader_step(rd, fd, b->magic, want)) == 0) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        poll(&p, 1, zn_ms_left(deadline, 50));
+        if (b->abort_flag && atomic_load(b->abort_flag)) return -ECANCELED;
+        if (zn_now_ns() >= deadline) return -ETIMEDOUT;
+    }
+    if (rc == 1) zn_boot_count_recv(b, rd);
+    return rc;
+}
+
+/* RING_INFO (or ERROR) is in rd: take the successor's address from it. */
+static ncclResult_t take_ring_info(struct zn_boot *b, const struct zn_frame_reader *rd,
+                                   union zn_sockaddr *next)
+{
+    if (rd->hdr.type == ZN_BOOT_ERROR || rd->hdr.type == ZN_BOOT_ABORT) return take_abort(b, rd);
+    struct zn_boot_ring_info info;
+    if (rd->hdr.len != sizeof(info))
+        return zn_error(ncclInternalError, ZN_BOOT, "bootstrap root sent a malformed answer");
+    memcpy(&info, rd->payload, sizeof(info));
+    memset(next, 0, sizeof(*next));
+    memcpy(next, info.next_addr, sizeof(*next));
+    return ncclSuccess;
+}
+
+/* The address table that follows RING_INFO to rank 0 is in rd. */
+static ncclResult_t take_table(struct zn_boot *b, const struct zn_frame_reader *rd)
+{
+    size_t len = (size_t)b->nranks * sizeof(*b->addrs);
+    uint32_t tag = 0;
+    if (rd->hdr.len == 8 + len) memcpy(&tag, rd->payload, 4);
+    if (tag != ZN_BOOT_TAG_ADDRS)
+        return zn_error(ncclInternalError, ZN_BOOT,
+                        "bootstrap root sent a malformed address table (%llu bytes)",
+                        (unsigned long long)rd->hdr.len);
+    memcpy(b->addrs, rd->payload + 8, len);
+    return ncclSuccess;
+}
+
+/* Talk to the root: HELLO out, RING_INFO (or ERROR) back, and to rank 0 the address table. */
 static ncclResult_t root_exchange(struct zn_boot *b, const union zn_sockaddr *root,
                                   union zn_sockaddr *next)
 {
@@ -400,41 +443,28 @@ static ncclResult_t root_exchange(struct zn_boot *b, const union zn_sockaddr *ro
                         where, rc == -ETIMEDOUT ? "timed out (ZINC_TIMEOUT)" : strerror(-rc));
     struct zn_boot_hello h;
     zn_boot_hello_encode(&h, b->rank, b->nranks, ZN_HELLO_ROOT, &b->l.addr);
+    if (b->rank == 0) h.flags = ZN_HELLO_WANT_TABLE;
     rc = zn_boot_send_frame(fd, ZN_BOOT_HELLO, b->magic, &h, sizeof(h), NULL, 0, deadline,
                             b->abort_flag);
     if (rc == 0) zn_boot_count_sent(b, sizeof(struct zn_boot_frame) + sizeof(h));
     struct zn_frame_reader rd = { 0 };
-    while (rc == 0 && (rc = zn_frame_reader_step(&rd, fd, b->magic, ZN_BOOT_RING_INFO)) == 0) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        poll(&p, 1, zn_ms_left(deadline, 50));
-        if (b->abort_flag && atomic_load(b->abort_flag))
-            rc = -ECANCELED;
-        else if (zn_now_ns() >= deadline)
-            rc = -ETIMEDOUT;
+    if (rc == 0) rc = root_read(b, fd, &rd, ZN_BOOT_RING_INFO, deadline);
+    ncclResult_t res = ncclSuccess;
+    if (rc == 1) res = take_ring_info(b, &rd, next);
+    if (rc == 1 && res == ncclSuccess && b->rank == 0) {
+        zn_frame_reader_reset(&rd);
+        rc = root_read(b, fd, &rd, ZN_BOOT_DATA, deadline);
+        if (rc == 1) res = take_table(b, &rd);
     }
     close(fd);
-    if (rc == 1) zn_boot_count_recv(b, &rd);
-    ncclResult_t res = ncclSuccess;
-    if (rc < 0) {
+    zn_frame_reader_reset(&rd);
+    if (rc < 0)
         res = zn_error(ncclRemoteError, ZN_BOOT,
                        "bootstrap root at %s: %s before all ranks joined%s", where,
                        rc == -EPIPE || rc == -ECONNRESET ? "connection closed"
                        : rc == -ETIMEDOUT                ? "no answer within ZINC_TIMEOUT"
                                                          : strerror(-rc),
                        rc == -EPIPE ? " (did the process that created the unique id exit?)" : "");
-    } else if (rd.hdr.type == ZN_BOOT_ERROR || rd.hdr.type == ZN_BOOT_ABORT) {
-        res = take_abort(b, &rd);
-    } else {
-        struct zn_boot_ring_info info;
-        if (rd.hdr.len != sizeof(info)) {
-            res = zn_error(ncclInternalError, ZN_BOOT, "bootstrap root sent a malformed answer");
-        } else {
-            memcpy(&info, rd.payload, sizeof(info));
-            memset(next, 0, sizeof(*next));
-            memcpy(next, info.next_addr, sizeof(*next));
-        }
-    }
-    zn_frame_reader_reset(&rd);
     return res;
 }
 
@@ -466,7 +496,7 @@ ncclResult_t zn_boot_init(const ncclUniqueId *uid, int rank, int nranks,
     ZN_CHECK_GOTO(zn_boot_ring_connect(b, &next), res, fail);
     int64_t t2 = zn_now_ns();
     b->addrs[rank] = b->l.addr;
-    ZN_CHECK_GOTO(zn_boot_share_addrs(b), res, fail);
+    ZN_CHECK_GOTO(zn_boot_share_addrs(b, 1), res, fail);
     zn_info(ZN_BOOT,
             "bootstrap: rank %d of %d connected (root %.1f ms, ring %.1f ms, addresses %.1f ms)",
             rank, nranks, (t1 - t0) / 1e6, (t2 - t1) / 1e6, (zn_now_ns() - t2) / 1e6);

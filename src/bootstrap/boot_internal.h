@@ -83,8 +83,9 @@ void zn_boot_peer_str(const struct zn_boot *b, int peer, char *buf, size_t len);
 /* A bootstrap with no connections yet (listener closed, addresses unknown). */
 ncclResult_t zn_boot_alloc(uint64_t magic, int rank, int nranks, const atomic_int *abort_flag,
                            struct zn_boot **out);
-/* Learn every rank's address, knowing our successor's (after zn_boot_ring_connect). */
-ncclResult_t zn_boot_share_addrs(struct zn_boot *b);
+/* Learn every rank's address, knowing our successor's (after zn_boot_ring_connect), and rank 0
+ * every address already if rank0_has_all (the same on every rank). */
+ncclResult_t zn_boot_share_addrs(struct zn_boot *b, int rank0_has_all);
 /* Connect to the successor at next and wait for the predecessor's connection. */
 ncclResult_t zn_boot_ring_connect(struct zn_boot *b, const union zn_sockaddr *next);
 

@@ -9,12 +9,13 @@
  * messages and n - 1 blocks in all.
  *
  * Bruck needs the peers' addresses, which a rank learns at join: the root tells each rank only
- * its ring successor's. So the addresses go once around the ring, each rank appending its own
- * (one message per rank, n hops but only one rank awake per hop), and rank 0, which gets the
- * full table back from rank n - 1, sends it down a binomial tree (log2 n messages at most per
- * rank). The ring itself stays: ABORT frames travel on it, and a rank waiting in any of these
- * collectives watches its predecessor's connection, so that a death is seen at once (BYE tells
- * a normal close from a death; boot.c).
+ * its ring successor's, and rank 0 the whole table, which rank 0 sends down a binomial tree
+ * (log2 n messages at most per rank, log2 n hops). With several roots (scalable.c) no root has
+ * the whole table: the addresses first go once around the ring, each rank appending its own
+ * (one message per rank, n hops but only one rank awake per hop), back to rank 0. The ring itself
+ * stays: ABORT frames travel on it, and a rank waiting in any of these collectives watches its
+ * predecessor's connection, so that a death is seen at once (BYE tells a normal close from a death;
+ * boot.c).
  */
 #include "boot_internal.h"
 #include "util/err.h"
@@ -25,7 +26,6 @@
 /* Tags of the collectives' point-to-point messages; the low 16 bits carry the round. Callers
  * of zn_boot_send/recv use their own tags (shrink: "SHRK"), which never fall in this range. */
 #define TAG_ALLGATHER 0x42470000u /* "BG" */
-#define TAG_ADDRS     0x42410000u /* "BA" */
 
 /* One DATA frame of exactly len bytes from the ring predecessor. */
 static ncclResult_t ring_recv(struct zn_boot *b, void *buf, size_t len)
@@ -52,7 +52,7 @@ static ncclResult_t ring_recv(struct zn_boot *b, void *buf, size_t len)
 
 static ncclResult_t ring_send(struct zn_boot *b, const void *buf, size_t len)
 {
-    uint32_t hdr[2] = { TAG_ADDRS, 0 };
+    uint32_t hdr[2] = { ZN_BOOT_TAG_ADDRS, 0 };
     struct zn_boot_frame f = {
         .type = ZN_BOOT_DATA, .version = ZN_BOOT_VERSION, .magic = b->magic, .len = 8 + len
     };
@@ -65,26 +65,28 @@ static ncclResult_t ring_send(struct zn_boot *b, const void *buf, size_t len)
     return zn_boot_io_run(b, &io);
 }
 
-ncclResult_t zn_boot_share_addrs(struct zn_boot *b)
+ncclResult_t zn_boot_share_addrs(struct zn_boot *b, int rank0_has_all)
 {
     int n = b->nranks, r = b->rank;
     size_t a = sizeof(*b->addrs);
     if (n == 1) return ncclSuccess;
     /* Around the ring: rank r gets the addresses of ranks 0..r-1 and passes on 0..r; rank 0
      * gets the whole table from rank n - 1. */
-    if (r > 0) ZN_CHECK(ring_recv(b, b->addrs, (size_t)r * a));
-    ZN_CHECK(ring_send(b, b->addrs, (size_t)(r + 1) * a));
-    if (r == 0) ZN_CHECK(ring_recv(b, b->addrs, (size_t)n * a));
+    if (!rank0_has_all) {
+        if (r > 0) ZN_CHECK(ring_recv(b, b->addrs, (size_t)r * a));
+        ZN_CHECK(ring_send(b, b->addrs, (size_t)(r + 1) * a));
+        if (r == 0) ZN_CHECK(ring_recv(b, b->addrs, (size_t)n * a));
+    }
     /* Down the binomial tree from rank 0: rank r's parent is r minus its highest bit, its
      * children are r + 2^k for every 2^k above r. */
     if (r > 0) {
         int high = 1;
         while (high * 2 <= r) high *= 2;
-        ZN_CHECK(zn_boot_recv(b, r - high, TAG_ADDRS, b->addrs, (size_t)n * a));
+        ZN_CHECK(zn_boot_recv(b, r - high, ZN_BOOT_TAG_ADDRS, b->addrs, (size_t)n * a));
     }
     for (int d = 1; d < n; d *= 2)
         if (d > r && r + d < n)
-            ZN_CHECK(zn_boot_send(b, r + d, TAG_ADDRS, b->addrs, (size_t)n * a));
+            ZN_CHECK(zn_boot_send(b, r + d, ZN_BOOT_TAG_ADDRS, b->addrs, (size_t)n * a));
     return ncclSuccess;
 }
 

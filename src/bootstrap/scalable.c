@@ -259,7 +259,7 @@ ncclResult_t zn_boot_init_scalable(const ncclUniqueId *ids, int nids, int rank, 
     b->addrs[(rank + 1) % nranks] = next;
     ZN_CHECK_GOTO(zn_boot_ring_connect(b, &next), res, out);
     b->addrs[rank] = b->l.addr;
-    ZN_CHECK_GOTO(zn_boot_share_addrs(b), res, out);
+    ZN_CHECK_GOTO(zn_boot_share_addrs(b, 0), res, out);
     zn_info(ZN_BOOT, "bootstrap: rank %d of %d connected through root %d of %d (ranks %d-%d)", rank,
             nranks, js[0].root, nd, mine->lo, mine->hi - 1);
     *out = b;

@@ -8,13 +8,14 @@
  * With L = ceil(log2 n):
  *  - an allgather or barrier sends exactly L DATA frames per rank, L * 32 header bytes and the
  *    n - 1 other blocks (measured between two collectives, once the connections exist);
- *  - joining sends at most 3 + 2 L frames per rank (root HELLO, ring HELLO, one message around
- *    the ring, and a HELLO and the address table to each binomial-tree child);
+ *  - joining sends at most 2 + 2 L frames per rank (root HELLO, ring HELLO, and a HELLO and the
+ *    address table to each binomial-tree child);
  *  - a communicator's whole init (ncclCommInitRank: join, peer info, arena check, barrier)
  *    sends at most 4 + 6 L frames per rank; a ring allgather instead would send n - 1 per
  *    collective (at n = 16: 60 and more);
- *  - over all ranks, every frame sent was received: sums of sent and received frames agree,
- *    and bytes differ only by the root's share (HELLO of 72 bytes to it, RING_INFO of 64 back).
+ *  - over all ranks, every frame sent was received: the sums of sent and received frames and
+ *    bytes differ only by the root's share (a HELLO of 72 bytes to it from every rank, a
+ *    RING_INFO of 64 back, and to rank 0 the address table, 32 + n * sizeof(address) bytes).
  */
 #include "api/comm.h"
 #include "bootstrap/bootstrap.h"
@@ -60,11 +61,13 @@ static void check_balance(struct zn_boot *b, const struct zn_boot_stats *mine, c
         bs += all[r].bytes_sent;
         br += all[r].bytes_recv;
     }
-    EXPECT(ms == mr, "%s: ranks sent %llu frames in all but received %llu", what,
-           (unsigned long long)ms, (unsigned long long)mr);
-    EXPECT(bs == br + 8ull * (uint64_t)nranks,
-           "%s: ranks sent %llu bytes in all and received %llu, expected 8 per rank less", what,
-           (unsigned long long)bs, (unsigned long long)br);
+    uint64_t table = 32 + (uint64_t)nranks * sizeof(union zn_sockaddr);
+    EXPECT(ms + 1 == mr, "%s: ranks sent %llu frames in all and received %llu (one more expected)",
+           what, (unsigned long long)ms, (unsigned long long)mr);
+    EXPECT(bs + table == br + 8ull * (uint64_t)nranks,
+           "%s: ranks sent %llu bytes in all and received %llu, expected %llu", what,
+           (unsigned long long)bs, (unsigned long long)br,
+           (unsigned long long)(bs + table - 8ull * (uint64_t)nranks));
     free(all);
 }
 
@@ -77,8 +80,8 @@ static void check_bootstrap(int L)
     NCCLCHECK(zn_boot_init(&id, rank, nranks, &abort_flag, &b));
     struct zn_boot_stats join, s1, s2, end;
     zn_boot_get_stats(b, &join);
-    EXPECT(join.msgs_sent <= (uint64_t)(3 + 2 * L), "joining sent %llu frames, at most %d expected",
-           (unsigned long long)join.msgs_sent, 3 + 2 * L);
+    EXPECT(join.msgs_sent <= (uint64_t)(2 + 2 * L), "joining sent %llu frames, at most %d expected",
+           (unsigned long long)join.msgs_sent, 2 + 2 * L);
     allgather_blocks(b, 100);
     zn_boot_get_stats(b, &s1);
     const size_t block = 1000;
