@@ -4,13 +4,16 @@
  *
  * Rendezvous: every rank connects to the root named in the unique id and sends its rank and
  * listening address; once all nranks have arrived the root tells each rank only the address
- * of the next rank (O(1) per rank, no O(n^2) table at the root), then exits. The ranks connect
- * into a ring and allgather their addresses over it. A rank that disconnects before everyone
- * has arrived, or a deadline that passes first, is reported by the root to every waiting rank.
+ * of the next rank, and rank 0 every address (O(n) at the root, no O(n^2) table), then exits.
+ * The ranks connect into a ring, and rank 0 sends the addresses down a binomial tree (coll.c).
+ * A rank that disconnects before everyone has arrived, or a deadline that passes first, is
+ * reported by the root to every waiting rank.
  *
- * After init: allgather and barrier over the ring, and point-to-point send/recv over
- * connections opened on first use. All of it is blocking with the ZINC_TIMEOUT deadline and
- * watches the communicator's abort flag. One thread at a time may use a zn_boot.
+ * After init: allgather and barrier in log2(n) rounds over point-to-point connections opened
+ * on first use (coll.c), and point-to-point send/recv. The ring carries ABORT and BYE: every
+ * wait watches the predecessor, so a death fails the bootstrap at once. All of it is blocking
+ * with the ZINC_TIMEOUT deadline and watches the communicator's abort flag. One thread at a
+ * time may use a zn_boot.
  */
 #ifndef ZN_BOOTSTRAP_BOOTSTRAP_H
 #define ZN_BOOTSTRAP_BOOTSTRAP_H
