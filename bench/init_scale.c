@@ -17,13 +17,13 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-#define TRY(call)                                                                               \
-    do {                                                                                        \
-        ncclResult_t r_ = (call);                                                               \
-        if (r_ != ncclSuccess) {                                                                \
-            fprintf(stderr, "rank %d: %s failed: %s\n", rank, #call, ncclGetLastError(NULL));   \
-            return 1;                                                                           \
-        }                                                                                       \
+#define TRY(call)                                                                             \
+    do {                                                                                      \
+        ncclResult_t r_ = (call);                                                             \
+        if (r_ != ncclSuccess) {                                                              \
+            fprintf(stderr, "rank %d: %s failed: %s\n", rank, #call, ncclGetLastError(NULL)); \
+            return 1;                                                                         \
+        }                                                                                     \
     } while (0)
 
 int main(void)
