@@ -9,7 +9,8 @@
 # absorbs the waiting for ranks still in the local phases before it); the most CPU a rank spent
 # in init; the bootstrap messages and bytes a rank sent and received (the largest over ranks).
 # Limits that apply first: one shared-memory arena of ZINC_SHM_SLOT_SIZE (1 MB) x N bytes in
-# /dev/shm; a rank holds about 2 log2(N) + 10 bootstrap descriptors.
+# /dev/shm; a rank holds about 3 log2(N) + 3 bootstrap sockets and a pidfd per local peer it
+# waited on (ulimit -n).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build}
