@@ -63,6 +63,10 @@ struct ncclComm {
     atomic_int busy;      /* API calls currently using the communicator */
     atomic_int async_err; /* ncclResult_t: ncclInProgress while a non-blocking init runs */
     atomic_int init_running;
+    /* init_running drops under init_lock with a broadcast: waiters sleep instead of polling
+     * (hundreds of ranks polling on a few cores starve the init threads they wait for). */
+    pthread_mutex_t init_lock;
+    pthread_cond_t init_cond;
     int finalized;
     uint64_t split_count;
     char last_error[ZN_ERRMSG_MAX];

@@ -49,6 +49,8 @@ ncclResult_t zn_comm_alloc(int nranks, int rank, const ncclConfig_t *config, str
     c->cuda_dev = -1;
     atomic_init(&c->async_err, ncclInProgress);
     pthread_mutex_init(&c->err_lock, NULL);
+    pthread_mutex_init(&c->init_lock, NULL);
+    pthread_cond_init(&c->init_cond, NULL);
     *out = c;
     return ncclSuccess;
 }
@@ -77,38 +79,59 @@ void zn_comm_save_error(struct ncclComm *comm)
     pthread_mutex_unlock(&comm->err_lock);
 }
 
-/* Hosts: index of each rank's host, in order of first appearance; ring order puts the ranks of
- * one host next to each other, so a ring crosses between hosts only nhosts times. */
+/* Index of each rank's host, in order of first appearance, through an open-addressing table of
+ * host hashes: O(n), where comparing every pair made init O(n^2) per rank. */
+static ncclResult_t host_index(const struct ncclComm *c, int *host, int *nhosts)
+{
+    size_t cap = 16;
+    while (cap < 2 * (size_t)c->nranks) cap *= 2;
+    int *slot = malloc(cap * sizeof(int)); /* a rank of that host, or -1 */
+    if (!slot) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
+    for (size_t i = 0; i < cap; i++) slot[i] = -1;
+    *nhosts = 0;
+    for (int r = 0; r < c->nranks; r++) {
+        uint64_t h = c->peers[r].host_hash;
+        size_t i = (size_t)((h * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+        while (slot[i] >= 0 && c->peers[slot[i]].host_hash != h) i = (i + 1) & (cap - 1);
+        if (slot[i] < 0) {
+            slot[i] = r;
+            host[r] = (*nhosts)++;
+        } else {
+            host[r] = host[slot[i]];
+        }
+    }
+    free(slot);
+    return ncclSuccess;
+}
+
+/* Ring order puts the ranks of one host next to each other, so a ring crosses between hosts
+ * only nhosts times. */
 static ncclResult_t topology(struct ncclComm *c)
 {
     int n = c->nranks;
     int *host = malloc((size_t)n * sizeof(int));
+    int *start = calloc((size_t)n + 1, sizeof(int));
     c->ring = malloc((size_t)n * sizeof(int));
-    if (!host || !c->ring) {
-        free(host);
-        return zn_error(ncclSystemError, ZN_INIT, "out of memory");
+    ncclResult_t res = ncclSystemError;
+    if (!host || !start || !c->ring) {
+        res = zn_error(ncclSystemError, ZN_INIT, "out of memory");
+        goto out;
     }
-    c->nhosts = 0;
+    ZN_CHECK_GOTO(host_index(c, host, &c->nhosts), res, out);
+    /* Counting sort by host, stable in rank order. */
+    for (int r = 0; r < n; r++) start[host[r] + 1]++;
+    for (int h = 0; h < c->nhosts; h++) start[h + 1] += start[h];
+    c->nlocal = start[host[c->rank] + 1] - start[host[c->rank]];
     for (int r = 0; r < n; r++) {
-        host[r] = -1;
-        for (int q = 0; q < r; q++)
-            if (c->peers[q].host_hash == c->peers[r].host_hash) {
-                host[r] = host[q];
-                break;
-            }
-        if (host[r] < 0) host[r] = c->nhosts++;
+        int pos = start[host[r]]++;
+        c->ring[pos] = r;
+        if (r == c->rank) c->actx.ring_pos = pos;
     }
-    int k = 0;
-    c->nlocal = 0;
-    for (int h = 0; h < c->nhosts; h++)
-        for (int r = 0; r < n; r++)
-            if (host[r] == h) c->ring[k++] = r;
-    for (int r = 0; r < n; r++) {
-        if (host[r] == host[c->rank]) c->nlocal++;
-        if (c->ring[r] == c->rank) c->actx.ring_pos = r;
-    }
+    res = ncclSuccess;
+out:
     free(host);
-    return ncclSuccess;
+    free(start);
+    return res;
 }
 
 static int arena_allowed(const struct ncclComm *c)
@@ -367,29 +390,78 @@ static void fill_views(struct ncclComm *c)
                                    .nlocal = c->nlocal };
 }
 
+/* Where init spends its time (logged at INFO): the phases of zn_comm_setup in order. */
+enum { PH_JOIN, PH_PEERS, PH_TOPO, PH_CONNS, PH_CUDA, PH_ARENA, PH_WATCH, PH_BARRIER, PH_N };
+static const char *const phase_name[PH_N] = { "join", "peers", "topology", "conns",
+                                              "cuda", "arena", "watch",    "barrier" };
+
+/* Wall and CPU time (this thread's) at the end of each phase. */
+struct phase_clock {
+    int64_t wall[PH_N + 1], cpu[PH_N + 1];
+};
+
+static void phase_mark(struct phase_clock *pc, int end_of)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    pc->wall[end_of + 1] = zn_now_ns();
+    pc->cpu[end_of + 1] = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* Wall time says where ranks wait for each other (a collective phase absorbs the skew of
+ * the local phases before it); CPU time says what each rank itself spends. */
+static void log_phases(const struct ncclComm *c, const struct phase_clock *pc)
+{
+    char line[256];
+    int n = 0;
+    for (int p = 0; p < PH_N && n < (int)sizeof(line); p++)
+        n += snprintf(line + n, sizeof(line) - (size_t)n, "%s%s %.1f/%.1f", p ? ", " : "",
+                      phase_name[p], (pc->wall[p + 1] - pc->wall[p]) / 1e6,
+                      (pc->cpu[p + 1] - pc->cpu[p]) / 1e6);
+    struct zn_boot_stats st;
+    zn_boot_get_stats(c->boot, &st);
+    zn_info(ZN_INIT,
+            "init phases (wall/cpu ms): %s; bootstrap sent %llu msgs %llu bytes, received %llu "
+            "msgs %llu "
+            "bytes; cpu %.1f ms in all",
+            line, (unsigned long long)st.msgs_sent, (unsigned long long)st.bytes_sent,
+            (unsigned long long)st.msgs_recv, (unsigned long long)st.bytes_recv,
+            (pc->cpu[PH_N] - pc->cpu[0]) / 1e6);
+}
+
 ncclResult_t zn_comm_setup(struct ncclComm *c, struct zn_join *j)
 {
-    int64_t t0 = zn_now_ns();
+    struct phase_clock pc;
+    phase_mark(&pc, -1);
     zn_log_rank = c->rank;
     ncclResult_t res;
     /* Setup may run on a thread of its own (non-blocking init, inits in a group): work on
      * the device the application chose when it called init. */
     if (c->kind == ZN_COMM_CUDA) ZN_CHECK_GOTO(zn_cuda_set_device(c->cuda_dev), res, fail);
     ZN_CHECK_GOTO(join(c, j), res, fail);
+    phase_mark(&pc, PH_JOIN);
     ZN_CHECK_GOTO(exchange_peers(c), res, fail);
+    phase_mark(&pc, PH_PEERS);
     ZN_CHECK_GOTO(topology(c), res, fail);
+    phase_mark(&pc, PH_TOPO);
     ZN_CHECK_GOTO(zn_conns_create(&c->tctx, &c->conns), res, fail);
+    phase_mark(&pc, PH_CONNS);
     if (c->kind == ZN_COMM_CUDA) ZN_CHECK_GOTO(setup_cuda(c), res, fail);
+    phase_mark(&pc, PH_CUDA);
     if (arena_allowed(c)) ZN_CHECK_GOTO(setup_arena(c), res, fail);
+    phase_mark(&pc, PH_ARENA);
     ZN_CHECK_GOTO(zn_peer_watch_create(&c->tctx, &c->watch), res, fail);
     fill_views(c);
     if (c->kind == ZN_COMM_CUDA && c->staged)
         ZN_CHECK_GOTO(zn_stage_create(&c->cx, c->cuda_dev, &c->cuda.stage), res, fail);
+    phase_mark(&pc, PH_WATCH);
     /* Nobody starts a collective before every rank finished its setup. */
     ZN_CHECK_GOTO(zn_boot_barrier(c->boot), res, fail);
+    phase_mark(&pc, PH_BARRIER);
     zn_info(ZN_INIT, "comm %p rank %d/%d %s: %d host(s), %d local rank(s), %s, ready in %.1f ms",
             (void *)c, c->rank, c->nranks, c->kind == ZN_COMM_HOST ? "host" : "cuda", c->nhosts,
-            c->nlocal, c->arena ? "shm arena" : "no arena", (zn_now_ns() - t0) / 1e6);
+            c->nlocal, c->arena ? "shm arena" : "no arena", (pc.wall[PH_N] - pc.wall[0]) / 1e6);
+    log_phases(c, &pc);
     atomic_store(&c->async_err, ncclSuccess);
     return ncclSuccess;
 fail:
@@ -410,7 +482,11 @@ static void *setup_main(void *arg)
     struct ncclComm *c = job->comm;
     zn_comm_setup(c, &job->join);
     free(job);
+    /* The last touch of c: a waiter may free it as soon as it holds the lock. */
+    pthread_mutex_lock(&c->init_lock);
     atomic_store(&c->init_running, 0);
+    pthread_cond_broadcast(&c->init_cond);
+    pthread_mutex_unlock(&c->init_lock);
     return NULL;
 }
 
@@ -436,10 +512,9 @@ ncclResult_t zn_comm_setup_async(struct ncclComm *comm, struct zn_join *j)
 
 void zn_comm_wait_setup(struct ncclComm *comm)
 {
-    while (atomic_load(&comm->init_running)) {
-        struct timespec ts = { 0, 200000 };
-        nanosleep(&ts, NULL);
-    }
+    pthread_mutex_lock(&comm->init_lock);
+    while (atomic_load(&comm->init_running)) pthread_cond_wait(&comm->init_cond, &comm->init_lock);
+    pthread_mutex_unlock(&comm->init_lock);
 }
 
 int zn_comm_init_pending(struct ncclComm *comm)
@@ -475,6 +550,8 @@ void zn_comm_free(struct ncclComm *c)
     free(c->ring);
     free(c->ops);
     pthread_mutex_destroy(&c->err_lock);
+    pthread_mutex_destroy(&c->init_lock);
+    pthread_cond_destroy(&c->init_cond);
     c->magic = 0;
     free(c);
 }

@@ -32,9 +32,10 @@ void zn_boot_abort(struct zn_boot *b, ncclResult_t code, const char *why)
     if (n < 0) return;
     int32_t c = (int32_t)code;
     /* Best effort and short: the neighbour may be gone too. */
-    zn_boot_send_frame(b->next_fd, ZN_BOOT_ABORT, b->magic, &c, sizeof(c), text,
-                       (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1,
-                       zn_now_ns() + 200000000ll, NULL);
+    size_t len = (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1;
+    if (zn_boot_send_frame(b->next_fd, ZN_BOOT_ABORT, b->magic, &c, sizeof(c), text, len,
+                           zn_now_ns() + 200000000ll, NULL) == 0)
+        zn_boot_count_sent(b, sizeof(struct zn_boot_frame) + sizeof(c) + len);
 }
 
 void zn_boot_reopen(struct zn_boot *b, const atomic_int *abort_flag)
@@ -42,6 +43,8 @@ void zn_boot_reopen(struct zn_boot *b, const atomic_int *abort_flag)
     b->failed = 0;
     b->fail_code = ncclSuccess;
     b->abort_flag = abort_flag;
+    /* The ring may pass through dead ranks now: their ends are expected. */
+    b->prev_strict = 0;
 }
 
 ncclResult_t zn_boot_fail_peer(struct zn_boot *b, ncclResult_t code, int peer, const char *what,
@@ -142,6 +145,9 @@ static ncclResult_t serve_in(struct zn_boot *b, int i)
         return ncclSuccess;
     }
     struct zn_frame_reader *rd = &c->rd;
+    /* DATA counts when zn_boot_recv takes it: what arrived early is not counted twice, and
+     * the counters do not depend on who runs ahead. */
+    if (rd->hdr.type != ZN_BOOT_DATA) zn_boot_count_recv(b, rd);
     if (rd->hdr.type == ZN_BOOT_ABORT || rd->hdr.type == ZN_BOOT_ERROR) {
         ncclResult_t r = take_abort(b, rd);
         in_close(b, i);
@@ -186,6 +192,68 @@ static int send_step(struct zn_boot *b, struct boot_io *io, size_t total)
     return 0;
 }
 
+/* Whether this wait also watches the predecessor's ring connection (see prev_rd). A DATA
+ * frame read there waits whole in prev_rd for the address exchange, unwatched meanwhile. */
+static int watching_prev(const struct zn_boot *b, const struct boot_io *io)
+{
+    const struct zn_frame_reader *rd = &b->prev_rd;
+    int parked = rd->hdr_got == sizeof(rd->hdr) && rd->payload_got == rd->hdr.len;
+    return b->prev_fd >= 0 && b->prev_watch && io->recv_fd != b->prev_fd && !parked;
+}
+
+/* Read what the predecessor sent outside the address exchange: ABORT fails this rank too,
+ * BYE ends the watch, and so does the connection's end, which without BYE means that the
+ * predecessor died (or aborted): every bootstrap collective needs it, so fail now rather
+ * than at the deadline. */
+static ncclResult_t serve_prev(struct zn_boot *b)
+{
+    struct zn_frame_reader *rd = &b->prev_rd;
+    int rc = zn_frame_reader_step(rd, b->prev_fd, b->magic, 0);
+    if (rc == 0) return ncclSuccess;
+    if (rc == 1) {
+        if (rd->hdr.type == ZN_BOOT_DATA) return ncclSuccess; /* parked */
+        zn_boot_count_recv(b, rd);
+        ncclResult_t res = ncclSuccess;
+        if (rd->hdr.type == ZN_BOOT_ABORT || rd->hdr.type == ZN_BOOT_ERROR)
+            res = take_abort(b, rd);
+        else if (rd->hdr.type == ZN_BOOT_BYE)
+            b->prev_watch = 0;
+        zn_frame_reader_reset(rd);
+        return res;
+    }
+    b->prev_watch = 0;
+    zn_frame_reader_reset(rd);
+    if (!b->prev_strict) return ncclSuccess;
+    return zn_boot_fail_peer(b, ncclRemoteError, (b->rank + b->nranks - 1) % b->nranks, "wait",
+                             rc == -EPIPE ? -ECONNRESET : rc);
+}
+
+/* One step of the wait's own send and receive; *recv_done turns 1 with a whole frame. */
+static ncclResult_t io_step(struct zn_boot *b, struct boot_io *io, size_t total, int *recv_done)
+{
+    if (io->send_fd >= 0 && io->sent < total) {
+        int rc = send_step(b, io, total);
+        if (rc) return zn_boot_fail_peer(b, ncclRemoteError, io->blame_send, io->what, rc);
+        if (io->sent == total) zn_boot_count_sent(b, total);
+    }
+    if (!*recv_done) {
+        int rc = zn_frame_reader_step(io->rd, io->recv_fd, b->magic, ZN_BOOT_DATA);
+        if (rc < 0) {
+            if (rc == -EBADMSG || rc == -EPROTO || rc == -EMSGSIZE)
+                return zn_boot_fail_peer(b, ncclInternalError, io->blame_recv, io->what, rc);
+            return zn_boot_fail_peer(b, ncclRemoteError, io->blame_recv, io->what, rc);
+        }
+        if (rc == 1 && (io->rd->hdr.type == ZN_BOOT_ABORT || io->rd->hdr.type == ZN_BOOT_ERROR))
+            return take_abort(b, io->rd);
+        *recv_done = rc == 1;
+        if (*recv_done) zn_boot_count_recv(b, io->rd);
+    }
+    return ncclSuccess;
+}
+
+/* Poll entries: listener, own send, own receive, predecessor, then the incoming ones. */
+#define PFD_FIXED 4
+
 ncclResult_t zn_boot_io_run(struct zn_boot *b, struct boot_io *io)
 {
     size_t total = io->len[0] + io->len[1] + io->len[2];
@@ -194,48 +262,42 @@ ncclResult_t zn_boot_io_run(struct zn_boot *b, struct boot_io *io)
     struct pollfd stack_pfds[64], *pfds = stack_pfds;
     ncclResult_t res = ncclSuccess;
     for (;;) {
-        if (b->abort_flag && atomic_load(b->abort_flag))
-            return zn_boot_fail_peer(b, ncclRemoteError, -1, io->what, -ECANCELED);
-        if (io->send_fd >= 0 && io->sent < total) {
-            int rc = send_step(b, io, total);
-            if (rc) return zn_boot_fail_peer(b, ncclRemoteError, io->blame_send, io->what, rc);
+        if (b->abort_flag && atomic_load(b->abort_flag)) {
+            res = zn_boot_fail_peer(b, ncclRemoteError, -1, io->what, -ECANCELED);
+            goto out;
         }
-        if (!recv_done) {
-            int rc = zn_frame_reader_step(io->rd, io->recv_fd, b->magic, ZN_BOOT_DATA);
-            if (rc < 0) {
-                if (rc == -EBADMSG || rc == -EPROTO || rc == -EMSGSIZE)
-                    return zn_boot_fail_peer(b, ncclInternalError, io->blame_recv, io->what, rc);
-                return zn_boot_fail_peer(b, ncclRemoteError, io->blame_recv, io->what, rc);
-            }
-            if (rc == 1 && (io->rd->hdr.type == ZN_BOOT_ABORT || io->rd->hdr.type == ZN_BOOT_ERROR))
-                return take_abort(b, io->rd);
-            recv_done = rc == 1;
-        }
+        ZN_CHECK_GOTO(io_step(b, io, total, &recv_done), res, out);
         int send_done = io->send_fd < 0 || io->sent == total;
         if (send_done && recv_done && (!io->until || io->until(b, io->until_arg))) break;
-        if (zn_now_ns() >= deadline)
-            return zn_boot_fail_peer(b, ncclRemoteError,
-                                     !recv_done ? io->blame_recv : io->blame_send, io->what,
-                                     -ETIMEDOUT);
-
-        int need = 3 + b->nin;
+        if (zn_now_ns() >= deadline) {
+            res =
+                zn_boot_fail_peer(b, ncclRemoteError, !recv_done ? io->blame_recv : io->blame_send,
+                                  io->what, -ETIMEDOUT);
+            goto out;
+        }
+        int need = PFD_FIXED + b->nin;
         if (need > 64 && pfds == stack_pfds) pfds = NULL;
         if (pfds != stack_pfds) {
             struct pollfd *p = realloc(pfds, (size_t)need * sizeof(*p));
-            if (!p) return zn_error(ncclSystemError, ZN_BOOT, "out of memory in bootstrap");
+            if (!p) {
+                res = zn_error(ncclSystemError, ZN_BOOT, "out of memory in bootstrap");
+                goto out;
+            }
             pfds = p;
         }
-        int n = 0;
-        pfds[n++] = (struct pollfd){ .fd = b->l.fd, .events = POLLIN };
-        pfds[n++] = (struct pollfd){ .fd = send_done ? -1 : io->send_fd, .events = POLLOUT };
-        pfds[n++] = (struct pollfd){ .fd = recv_done ? -1 : io->recv_fd, .events = POLLIN };
+        pfds[0] = (struct pollfd){ .fd = b->l.fd, .events = POLLIN };
+        pfds[1] = (struct pollfd){ .fd = send_done ? -1 : io->send_fd, .events = POLLOUT };
+        pfds[2] = (struct pollfd){ .fd = recv_done ? -1 : io->recv_fd, .events = POLLIN };
+        pfds[3] = (struct pollfd){ .fd = watching_prev(b, io) ? b->prev_fd : -1, .events = POLLIN };
         for (int i = 0; i < b->nin; i++)
-            pfds[n++] = (struct pollfd){ .fd = b->in[i].fd, .events = POLLIN };
-        int ready = poll(pfds, (nfds_t)n, zn_ms_left(deadline, 50));
+            pfds[PFD_FIXED + i] = (struct pollfd){ .fd = b->in[i].fd, .events = POLLIN };
+        int ready = poll(pfds, (nfds_t)need, zn_ms_left(deadline, 50));
         if (ready <= 0) continue;
         for (int i = b->nin - 1; i >= 0; i--)
-            if (pfds[3 + i].revents && (res = serve_in(b, i)) != ncclSuccess) goto out;
+            if (pfds[PFD_FIXED + i].revents && (res = serve_in(b, i)) != ncclSuccess) goto out;
         if (pfds[0].revents) accept_incoming(b);
+        /* Last, so that messages that came with the predecessor's end are taken first. */
+        if (pfds[3].revents && (res = serve_prev(b)) != ncclSuccess) goto out;
     }
 out:
     if (pfds != stack_pfds) free(pfds);
@@ -283,6 +345,7 @@ ncclResult_t zn_boot_alloc(uint64_t magic, int rank, int nranks, const atomic_in
     b->magic = magic;
     b->abort_flag = abort_flag;
     b->next_fd = b->prev_fd = b->l.fd = -1;
+    b->prev_watch = b->prev_strict = 1;
     b->unexpected_tail = &b->unexpected;
     b->addrs = calloc((size_t)nranks, sizeof(*b->addrs));
     b->send_fd = malloc((size_t)nranks * sizeof(int));
@@ -323,7 +386,50 @@ ncclResult_t zn_boot_ring_connect(struct zn_boot *b, const union zn_sockaddr *ne
     return zn_boot_io_run(b, &io);
 }
 
-/* Talk to the root: HELLO out, RING_INFO (or ERROR) back. */
+/* One frame from the root, waiting up to deadline. Returns 1, or a negative errno. */
+static int root_read(struct zn_boot *b, int fd, struct zn_frame_reader *rd, uint32_t want,
+                     int64_t deadline)
+{
+    int rc;
+    while ((rc = zn_frame_reader_step(rd, fd, b->magic, want)) == 0) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        poll(&p, 1, zn_ms_left(deadline, 50));
+        if (b->abort_flag && atomic_load(b->abort_flag)) return -ECANCELED;
+        if (zn_now_ns() >= deadline) return -ETIMEDOUT;
+    }
+    if (rc == 1) zn_boot_count_recv(b, rd);
+    return rc;
+}
+
+/* RING_INFO (or ERROR) is in rd: take the successor's address from it. */
+static ncclResult_t take_ring_info(struct zn_boot *b, const struct zn_frame_reader *rd,
+                                   union zn_sockaddr *next)
+{
+    if (rd->hdr.type == ZN_BOOT_ERROR || rd->hdr.type == ZN_BOOT_ABORT) return take_abort(b, rd);
+    struct zn_boot_ring_info info;
+    if (rd->hdr.len != sizeof(info))
+        return zn_error(ncclInternalError, ZN_BOOT, "bootstrap root sent a malformed answer");
+    memcpy(&info, rd->payload, sizeof(info));
+    memset(next, 0, sizeof(*next));
+    memcpy(next, info.next_addr, sizeof(*next));
+    return ncclSuccess;
+}
+
+/* The address table that follows RING_INFO to rank 0 is in rd. */
+static ncclResult_t take_table(struct zn_boot *b, const struct zn_frame_reader *rd)
+{
+    size_t len = (size_t)b->nranks * sizeof(*b->addrs);
+    uint32_t tag = 0;
+    if (rd->hdr.len == 8 + len) memcpy(&tag, rd->payload, 4);
+    if (tag != ZN_BOOT_TAG_ADDRS)
+        return zn_error(ncclInternalError, ZN_BOOT,
+                        "bootstrap root sent a malformed address table (%llu bytes)",
+                        (unsigned long long)rd->hdr.len);
+    memcpy(b->addrs, rd->payload + 8, len);
+    return ncclSuccess;
+}
+
+/* Talk to the root: HELLO out, RING_INFO (or ERROR) back, and to rank 0 the address table. */
 static ncclResult_t root_exchange(struct zn_boot *b, const union zn_sockaddr *root,
                                   union zn_sockaddr *next)
 {
@@ -337,39 +443,28 @@ static ncclResult_t root_exchange(struct zn_boot *b, const union zn_sockaddr *ro
                         where, rc == -ETIMEDOUT ? "timed out (ZINC_TIMEOUT)" : strerror(-rc));
     struct zn_boot_hello h;
     zn_boot_hello_encode(&h, b->rank, b->nranks, ZN_HELLO_ROOT, &b->l.addr);
+    if (b->rank == 0) h.flags = ZN_HELLO_WANT_TABLE;
     rc = zn_boot_send_frame(fd, ZN_BOOT_HELLO, b->magic, &h, sizeof(h), NULL, 0, deadline,
                             b->abort_flag);
+    if (rc == 0) zn_boot_count_sent(b, sizeof(struct zn_boot_frame) + sizeof(h));
     struct zn_frame_reader rd = { 0 };
-    while (rc == 0 && (rc = zn_frame_reader_step(&rd, fd, b->magic, ZN_BOOT_RING_INFO)) == 0) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        poll(&p, 1, zn_ms_left(deadline, 50));
-        if (b->abort_flag && atomic_load(b->abort_flag))
-            rc = -ECANCELED;
-        else if (zn_now_ns() >= deadline)
-            rc = -ETIMEDOUT;
+    if (rc == 0) rc = root_read(b, fd, &rd, ZN_BOOT_RING_INFO, deadline);
+    ncclResult_t res = ncclSuccess;
+    if (rc == 1) res = take_ring_info(b, &rd, next);
+    if (rc == 1 && res == ncclSuccess && b->rank == 0) {
+        zn_frame_reader_reset(&rd);
+        rc = root_read(b, fd, &rd, ZN_BOOT_DATA, deadline);
+        if (rc == 1) res = take_table(b, &rd);
     }
     close(fd);
-    ncclResult_t res = ncclSuccess;
-    if (rc < 0) {
+    zn_frame_reader_reset(&rd);
+    if (rc < 0)
         res = zn_error(ncclRemoteError, ZN_BOOT,
                        "bootstrap root at %s: %s before all ranks joined%s", where,
                        rc == -EPIPE || rc == -ECONNRESET ? "connection closed"
                        : rc == -ETIMEDOUT                ? "no answer within ZINC_TIMEOUT"
                                                          : strerror(-rc),
                        rc == -EPIPE ? " (did the process that created the unique id exit?)" : "");
-    } else if (rd.hdr.type == ZN_BOOT_ERROR || rd.hdr.type == ZN_BOOT_ABORT) {
-        res = take_abort(b, &rd);
-    } else {
-        struct zn_boot_ring_info info;
-        if (rd.hdr.len != sizeof(info)) {
-            res = zn_error(ncclInternalError, ZN_BOOT, "bootstrap root sent a malformed answer");
-        } else {
-            memcpy(&info, rd.payload, sizeof(info));
-            memset(next, 0, sizeof(*next));
-            memcpy(next, info.next_addr, sizeof(*next));
-        }
-    }
-    zn_frame_reader_reset(&rd);
     return res;
 }
 
@@ -394,12 +489,17 @@ ncclResult_t zn_boot_init(const ncclUniqueId *uid, int rank, int nranks,
         ZN_CHECK_GOTO(zn_boot_root_start(&root, id.magic, &bound), res, fail);
     }
     union zn_sockaddr next;
+    int64_t t0 = zn_now_ns();
     ZN_CHECK_GOTO(root_exchange(b, &root, &next), res, fail);
+    int64_t t1 = zn_now_ns();
     b->addrs[(rank + 1) % nranks] = next;
     ZN_CHECK_GOTO(zn_boot_ring_connect(b, &next), res, fail);
+    int64_t t2 = zn_now_ns();
     b->addrs[rank] = b->l.addr;
-    ZN_CHECK_GOTO(zn_boot_allgather(b, b->addrs, sizeof(*b->addrs)), res, fail);
-    zn_info(ZN_BOOT, "bootstrap: rank %d of %d connected", rank, nranks);
+    ZN_CHECK_GOTO(zn_boot_share_addrs(b, 1), res, fail);
+    zn_info(ZN_BOOT,
+            "bootstrap: rank %d of %d connected (root %.1f ms, ring %.1f ms, addresses %.1f ms)",
+            rank, nranks, (t1 - t0) / 1e6, (t2 - t1) / 1e6, (zn_now_ns() - t2) / 1e6);
     *out = b;
     return ncclSuccess;
 fail:
@@ -428,57 +528,6 @@ fail:
     return res;
 }
 
-/* --- collectives over the ring ----------------------------------------------------------- */
-
-ncclResult_t zn_boot_allgather(struct zn_boot *b, void *buf, size_t block)
-{
-    int n = b->nranks, next = (b->rank + 1) % n, prev = (b->rank + n - 1) % n;
-    if (b->failed)
-        return zn_error(b->fail_code, ZN_BOOT, "bootstrap already failed; see the earlier error");
-    for (int s = 0; s < n - 1; s++) {
-        int send_blk = (b->rank - s + n) % n, recv_blk = (b->rank - s - 1 + n) % n;
-        uint32_t hdr[2] = { (uint32_t)s, 0 };
-        struct zn_boot_frame f = { .type = ZN_BOOT_DATA,
-                                   .version = ZN_BOOT_VERSION,
-                                   .magic = b->magic,
-                                   .len = sizeof(hdr) + block };
-        struct zn_frame_reader rd = { 0 };
-        struct boot_io io = { .send_fd = b->next_fd,
-                              .part = { &f, hdr, (char *)buf + send_blk * block },
-                              .len = { sizeof(f), sizeof(hdr), block },
-                              .recv_fd = b->prev_fd,
-                              .rd = &rd,
-                              .blame_send = next,
-                              .blame_recv = prev,
-                              .what = "allgather" };
-        ncclResult_t res = zn_boot_io_run(b, &io);
-        if (res == ncclSuccess && rd.hdr.len != sizeof(hdr) + block) {
-            char who[96];
-            zn_boot_peer_str(b, prev, who, sizeof(who));
-            res = zn_error(ncclInvalidUsage, ZN_BOOT,
-                           "bootstrap allgather: %s sent %llu bytes, expected %zu (ranks made "
-                           "different calls?)",
-                           who, (unsigned long long)rd.hdr.len - sizeof(hdr), block);
-            zn_boot_abort(b, res, zn_last_error());
-        }
-        if (res == ncclSuccess) memcpy((char *)buf + recv_blk * block, rd.payload + 8, block);
-        zn_frame_reader_reset(&rd);
-        if (res != ncclSuccess) return res;
-    }
-    return ncclSuccess;
-}
-
-ncclResult_t zn_boot_barrier(struct zn_boot *b)
-{
-    char stack[256], *bytes = stack;
-    if ((size_t)b->nranks > sizeof(stack) && !(bytes = malloc((size_t)b->nranks)))
-        return zn_error(ncclSystemError, ZN_BOOT, "out of memory");
-    bytes[b->rank] = 1;
-    ncclResult_t res = zn_boot_allgather(b, bytes, 1);
-    if (bytes != stack) free(bytes);
-    return res;
-}
-
 int zn_boot_rank(const struct zn_boot *b)
 {
     return b->rank;
@@ -487,6 +536,11 @@ int zn_boot_rank(const struct zn_boot *b)
 int zn_boot_nranks(const struct zn_boot *b)
 {
     return b->nranks;
+}
+
+void zn_boot_get_stats(const struct zn_boot *b, struct zn_boot_stats *out)
+{
+    *out = b->stats;
 }
 
 uint64_t zn_boot_magic(const struct zn_boot *b)
@@ -502,8 +556,15 @@ const union zn_sockaddr *zn_boot_peer_addr(const struct zn_boot *b, int rank)
 void zn_boot_destroy(struct zn_boot *b)
 {
     if (!b) return;
+    if (b->next_fd >= 0 && !b->failed) {
+        /* Best effort and short, like an ABORT: the successor may be gone already. */
+        int32_t me = b->rank;
+        zn_boot_send_frame(b->next_fd, ZN_BOOT_BYE, b->magic, &me, sizeof(me), NULL, 0,
+                           zn_now_ns() + 200000000ll, NULL);
+    }
     if (b->next_fd >= 0) close(b->next_fd);
     if (b->prev_fd >= 0) close(b->prev_fd);
+    zn_frame_reader_reset(&b->prev_rd);
     zn_boot_listener_close(&b->l);
     for (int i = 0; b->send_fd && i < b->nranks; i++)
         if (b->send_fd[i] >= 0) close(b->send_fd[i]);

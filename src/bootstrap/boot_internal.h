@@ -30,6 +30,11 @@ struct zn_boot {
     const atomic_int *abort_flag;
     struct zn_boot_listener l;
     int next_fd, prev_fd;
+    /* The predecessor's ring connection: read by the address exchange, and watched during
+     * every other wait for ABORT, BYE or its end (a death, unless BYE came first). */
+    struct zn_frame_reader prev_rd;
+    int prev_watch;           /* 0 once the predecessor said BYE or its connection ended */
+    int prev_strict;          /* its end without BYE fails the bootstrap (0 after zn_boot_reopen) */
     union zn_sockaddr *addrs; /* every rank's listening address */
     int *send_fd;             /* outgoing point-to-point connections, -1 until first use */
     struct boot_in *in;
@@ -37,6 +42,7 @@ struct zn_boot {
     struct boot_msg *unexpected, **unexpected_tail;
     int failed;
     ncclResult_t fail_code;
+    struct zn_boot_stats stats;
 };
 
 /* One wait of the bootstrap: optionally a frame to write on send_fd and a frame to read from
@@ -55,6 +61,19 @@ struct boot_io {
     const char *what;
 };
 
+static inline void zn_boot_count_sent(struct zn_boot *b, size_t bytes)
+{
+    b->stats.msgs_sent++;
+    b->stats.bytes_sent += bytes;
+}
+
+/* A whole frame arrived in rd. */
+static inline void zn_boot_count_recv(struct zn_boot *b, const struct zn_frame_reader *rd)
+{
+    b->stats.msgs_recv++;
+    b->stats.bytes_recv += sizeof(rd->hdr) + rd->hdr.len;
+}
+
 ncclResult_t zn_boot_io_run(struct zn_boot *b, struct boot_io *io);
 /* Fail the bootstrap with a message naming rank peer, and tell the ring neighbour. */
 ncclResult_t zn_boot_fail_peer(struct zn_boot *b, ncclResult_t code, int peer, const char *what,
@@ -64,6 +83,9 @@ void zn_boot_peer_str(const struct zn_boot *b, int peer, char *buf, size_t len);
 /* A bootstrap with no connections yet (listener closed, addresses unknown). */
 ncclResult_t zn_boot_alloc(uint64_t magic, int rank, int nranks, const atomic_int *abort_flag,
                            struct zn_boot **out);
+/* Learn every rank's address, knowing our successor's (after zn_boot_ring_connect), and rank 0
+ * every address already if rank0_has_all (the same on every rank). */
+ncclResult_t zn_boot_share_addrs(struct zn_boot *b, int rank0_has_all);
 /* Connect to the successor at next and wait for the predecessor's connection. */
 ncclResult_t zn_boot_ring_connect(struct zn_boot *b, const union zn_sockaddr *next);
 

@@ -4,13 +4,16 @@
  *
  * Rendezvous: every rank connects to the root named in the unique id and sends its rank and
  * listening address; once all nranks have arrived the root tells each rank only the address
- * of the next rank (O(1) per rank, no O(n^2) table at the root), then exits. The ranks connect
- * into a ring and allgather their addresses over it. A rank that disconnects before everyone
- * has arrived, or a deadline that passes first, is reported by the root to every waiting rank.
+ * of the next rank, and rank 0 every address (O(n) at the root, no O(n^2) table), then exits.
+ * The ranks connect into a ring, and rank 0 sends the addresses down a binomial tree (coll.c).
+ * A rank that disconnects before everyone has arrived, or a deadline that passes first, is
+ * reported by the root to every waiting rank.
  *
- * After init: allgather and barrier over the ring, and point-to-point send/recv over
- * connections opened on first use. All of it is blocking with the ZINC_TIMEOUT deadline and
- * watches the communicator's abort flag. One thread at a time may use a zn_boot.
+ * After init: allgather and barrier in log2(n) rounds over point-to-point connections opened
+ * on first use (coll.c), and point-to-point send/recv. The ring carries ABORT and BYE: every
+ * wait watches the predecessor, so a death fails the bootstrap at once. All of it is blocking
+ * with the ZINC_TIMEOUT deadline and watches the communicator's abort flag. One thread at a
+ * time may use a zn_boot.
  */
 #ifndef ZN_BOOTSTRAP_BOOTSTRAP_H
 #define ZN_BOOTSTRAP_BOOTSTRAP_H
@@ -84,6 +87,16 @@ void zn_boot_abort(struct zn_boot *b, ncclResult_t code, const char *why);
  * instead of the one given at creation. Ring collectives may still fail (the ring can pass
  * through a dead rank); send/recv between live ranks work. No other thread may be using b. */
 void zn_boot_reopen(struct zn_boot *b, const atomic_int *abort_flag);
+
+/* Whole frames this rank wrote and read on bootstrap sockets (root, ring, point to point),
+ * headers included: what init costs each rank in messages, to check that it stays O(log n).
+ * A point-to-point DATA frame counts as received when zn_boot_recv takes it, so that once a
+ * collective returned on every rank the counts do not depend on timing. */
+struct zn_boot_stats {
+    uint64_t msgs_sent, bytes_sent;
+    uint64_t msgs_recv, bytes_recv;
+};
+void zn_boot_get_stats(const struct zn_boot *b, struct zn_boot_stats *out);
 
 int zn_boot_rank(const struct zn_boot *b);
 int zn_boot_nranks(const struct zn_boot *b);

@@ -102,6 +102,8 @@ ncclResult_t zn_boot_recv(struct zn_boot *b, int peer, uint32_t tag, void *buf, 
     } else {
         memcpy(buf, m.found->data + 8, len);
     }
+    b->stats.msgs_recv++;
+    b->stats.bytes_recv += sizeof(struct zn_boot_frame) + 8 + m.found->len;
     free(m.found->data);
     free(m.found);
     return res;

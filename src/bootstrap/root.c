@@ -25,6 +25,7 @@ struct root_conn {
     int rank; /* -1 until its HELLO arrived */
     struct zn_frame_reader rd;
     union zn_sockaddr listen_addr;
+    uint32_t flags; /* of its HELLO */
     char peer[ZN_SOCKADDR_STRLEN];
 };
 
@@ -161,11 +162,26 @@ static int register_rank(struct root *r, int i)
         return -1;
     }
     c->rank = h.rank;
+    c->flags = h.flags;
     r->conn_of_rank[h.rank] = i;
     r->njoined++;
     zn_frame_reader_reset(&c->rd);
     zn_trace(ZN_BOOT, "bootstrap root: rank %d of %d joined from %s", h.rank, h.nranks, c->peer);
     return 0;
+}
+
+/* Every rank's address, to a rank that asked (rank 0: it sends them on, coll.c). O(n) bytes
+ * once, where a table for every rank would be O(n^2) at the root. */
+static int send_table(struct root *r, int fd, int64_t deadline)
+{
+    union zn_sockaddr *t = calloc((size_t)r->nranks, sizeof(*t));
+    if (!t) return -ENOMEM;
+    for (int q = 0; q < r->nranks; q++) t[q] = r->conns[r->conn_of_rank[q]].listen_addr;
+    uint32_t hdr[2] = { ZN_BOOT_TAG_ADDRS, 0 };
+    int rc = zn_boot_send_frame(fd, ZN_BOOT_DATA, r->magic, hdr, sizeof(hdr), t,
+                                (size_t)r->nranks * sizeof(*t), deadline, NULL);
+    free(t);
+    return rc;
 }
 
 /* Everyone is here: tell each rank its successor's address. */
@@ -178,8 +194,10 @@ static void send_ring_info(struct root *r)
         info.nranks = r->nranks;
         const struct root_conn *next = &r->conns[r->conn_of_rank[(k + 1) % r->nranks]];
         memcpy(info.next_addr, &next->listen_addr, sizeof(next->listen_addr));
-        int rc = zn_boot_send_frame(r->conns[r->conn_of_rank[k]].fd, ZN_BOOT_RING_INFO, r->magic,
-                                    &info, sizeof(info), NULL, 0, deadline, NULL);
+        const struct root_conn *c = &r->conns[r->conn_of_rank[k]];
+        int rc = zn_boot_send_frame(c->fd, ZN_BOOT_RING_INFO, r->magic, &info, sizeof(info), NULL,
+                                    0, deadline, NULL);
+        if (rc == 0 && (c->flags & ZN_HELLO_WANT_TABLE)) rc = send_table(r, c->fd, deadline);
         if (rc)
             zn_warn(ZN_BOOT, "bootstrap root %s: could not answer rank %d: %s", r->where, k,
                     strerror(-rc));

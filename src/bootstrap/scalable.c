@@ -136,6 +136,7 @@ static ncclResult_t exchange(struct zn_boot *b, const struct sroot *roots, int n
         rc = zn_boot_send_frame(js[i].fd, ZN_BOOT_HELLO, r->id.magic, &h, sizeof(h), NULL, 0,
                                 deadline, b->abort_flag);
         if (rc) return join_fail(roots, nd, &js[i], rc, "cannot send HELLO");
+        zn_boot_count_sent(b, sizeof(struct zn_boot_frame) + sizeof(h));
     }
     struct pollfd pfds[64];
     for (;;) {
@@ -146,6 +147,7 @@ static ncclResult_t exchange(struct zn_boot *b, const struct sroot *roots, int n
             int rc = zn_frame_reader_step(&js[i].rd, js[i].fd, roots[js[i].root].id.magic,
                                           ZN_BOOT_RING_INFO);
             if (rc < 0) return join_fail(roots, nd, &js[i], rc, "waiting for the answer");
+            if (rc == 1) zn_boot_count_recv(b, &js[i].rd);
             if (rc == 1 && js[i].rd.hdr.type != ZN_BOOT_RING_INFO)
                 return join_fail(roots, nd, &js[i], 1, "");
             if (rc == 1) {
@@ -257,7 +259,7 @@ ncclResult_t zn_boot_init_scalable(const ncclUniqueId *ids, int nids, int rank, 
     b->addrs[(rank + 1) % nranks] = next;
     ZN_CHECK_GOTO(zn_boot_ring_connect(b, &next), res, out);
     b->addrs[rank] = b->l.addr;
-    ZN_CHECK_GOTO(zn_boot_allgather(b, b->addrs, sizeof(*b->addrs)), res, out);
+    ZN_CHECK_GOTO(zn_boot_share_addrs(b, 0), res, out);
     zn_info(ZN_BOOT, "bootstrap: rank %d of %d connected through root %d of %d (ranks %d-%d)", rank,
             nranks, js[0].root, nd, mine->lo, mine->hi - 1);
     *out = b;

@@ -14,6 +14,7 @@ uint64_t zn_boot_type_max_len(uint32_t type)
     case ZN_BOOT_ERROR:
     case ZN_BOOT_ABORT: return 4 + ZN_BOOT_MAX_ERROR;
     case ZN_BOOT_DATA: return 8 + (uint64_t)ZN_BOOT_MAX_DATA;
+    case ZN_BOOT_BYE: return 4;
     default: return 0;
     }
 }

@@ -14,11 +14,19 @@
  *
  * HELLO payload (first frame of every connection):
  *    +--------+--------+--------+--------+---------------------------------+
- *    | rank   | nranks | kind   |  pad   | listen address (32 bytes)       |
+ *    | rank   | nranks | kind   | flags  | listen address (32 bytes)       |
  *    +--------+--------+--------+--------+---------------------------------+
  * RING_INFO payload (root to rank): nranks, pad, address of the next rank (32 bytes).
  * ERROR / ABORT payload: ncclResult_t code (4 bytes) then text (no terminator).
  * DATA payload: tag (4 bytes), pad (4 bytes), then data.
+ * After RING_INFO, a rank whose HELLO to the root had flag ZN_HELLO_WANT_TABLE gets one DATA
+ * frame more (tag ZN_BOOT_TAG_ADDRS): every rank's listening address, nranks union zn_sockaddr
+ * in rank order. Rank 0 asks for it and passes it on down a tree (coll.c).
+ * BYE payload: the sender's rank (4 bytes). Last frame on the ring connection of a rank that
+ * closes its bootstrap normally: the successor then knows that the end of that connection is
+ * not a death.
+ *
+ * Version 2 added BYE (ring data moved to point-to-point connections; the ring watches deaths).
  */
 #ifndef ZN_BOOTSTRAP_WIRE_H
 #define ZN_BOOTSTRAP_WIRE_H
@@ -29,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZN_BOOT_VERSION 1
+#define ZN_BOOT_VERSION 2
 
 enum zn_boot_type {
     ZN_BOOT_HELLO = 1,
@@ -37,9 +45,12 @@ enum zn_boot_type {
     ZN_BOOT_ERROR = 3, /* root to rank: init failed */
     ZN_BOOT_DATA = 4,
     ZN_BOOT_ABORT = 5, /* rank to ring neighbour: the job failed, here is why */
+    ZN_BOOT_BYE = 6,   /* rank to ring successor: closing normally */
 };
 
 enum zn_boot_hello_kind { ZN_HELLO_ROOT = 1, ZN_HELLO_RING = 2, ZN_HELLO_P2P = 3 };
+#define ZN_HELLO_WANT_TABLE 1u
+#define ZN_BOOT_TAG_ADDRS   0x42410000u /* "BA": the address table, from the root or a parent */
 
 struct zn_boot_frame {
     uint32_t type;
@@ -54,7 +65,7 @@ struct zn_boot_hello {
     int32_t rank;
     int32_t nranks;
     uint32_t kind;
-    uint32_t pad;
+    uint32_t flags; /* ZN_HELLO_WANT_TABLE, to the root */
     uint8_t addr[ZN_WIRE_ADDR_BYTES];
 };
 _Static_assert(sizeof(struct zn_boot_hello) == 48, "hello is 48 bytes on the wire");

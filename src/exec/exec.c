@@ -338,6 +338,24 @@ static int spin_limit(const struct zn_task *t)
     return t->cx->nlocal > ncpu ? 0 : 1000;
 }
 
+/* A long wait (a slow peer): sleep instead of burning the core. The nap doubles from 50 us up
+ * to a cap that grows with how many ranks share each core: with hundreds of ranks on a few
+ * cores, fixed 50 us naps alone are millions of wake-ups a second, and the few ranks with work
+ * to do get no CPU (init + one allreduce of 512 ranks on 2 cores took seconds). The cap keeps
+ * the host's wake-ups near one per 25 us per core. */
+static void idle_nap(const struct zn_task *t, int64_t *nap_ns)
+{
+    static long ncpu;
+    if (!ncpu) ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+    int64_t cap = 25000ll * t->cx->nlocal / ncpu;
+    if (cap < 50000) cap = 50000;
+    if (cap > 20000000) cap = 20000000;
+    *nap_ns = *nap_ns ? *nap_ns * 2 : 50000;
+    if (*nap_ns > cap) *nap_ns = cap;
+    struct timespec ts = { 0, (long)*nap_ns };
+    nanosleep(&ts, NULL);
+}
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -385,6 +403,7 @@ ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
     ZN_CHECK(match_self(tasks, n));
     int64_t now = zn_now_ns(), idle_since = now, last_check = now;
     int remaining = n, spins = 0, spin = n ? spin_limit(tasks[0]) : 0;
+    int64_t nap = 0;
     for (int i = 0; i < n; i++) tasks[i]->last_progress = now;
     while (remaining > 0) {
         int any = 0;
@@ -420,6 +439,7 @@ ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
             idle_since = now;
             spins = 0;
             ZN_CHECK(check_tasks(tasks, n, now, &last_check));
+            nap = 0;
             continue;
         }
         if (spins++ < spin) {
@@ -428,13 +448,10 @@ ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
         }
         now = zn_now_ns();
         ZN_CHECK(check_tasks(tasks, n, now, &last_check));
-        if (now - idle_since < 2000000) {
+        if (now - idle_since < 2000000)
             sched_yield();
-        } else {
-            /* A long wait (a slow peer): stop burning the core. */
-            struct timespec ts = { 0, 50000 };
-            nanosleep(&ts, NULL);
-        }
+        else
+            idle_nap(tasks[0], &nap);
     }
     return ncclSuccess;
 }

@@ -19,14 +19,13 @@ static int transport_allowed(const struct zn_transport_ops *t)
     return 1;
 }
 
-/* Which transport serves the pair (a, b): symmetric, so both sides agree. */
-static int pick(const struct zn_tctx *ctx, int a, int b)
+/* Which transport serves the pair (a, b): symmetric, so both sides agree. view is ctx with
+ * any rank; allowed[t] is transport_allowed(transports[t]) (asked once, not per pair). */
+static int pick(struct zn_tctx *view, const int *allowed, int a, int b)
 {
-    struct zn_tctx view = *ctx;
-    view.rank = a;
+    view->rank = a;
     for (int t = 0; t < ZN_NTRANSPORTS; t++)
-        if (transport_allowed(zn_transports[t]) && zn_transports[t]->can_connect(&view, b))
-            return t;
+        if (allowed[t] && zn_transports[t]->can_connect(view, b)) return t;
     return ZN_NTRANSPORTS - 1;
 }
 
@@ -49,15 +48,20 @@ ncclResult_t zn_conns_create(const struct zn_tctx *ctx, struct zn_conns **out)
     /* A transport is initialised on every rank if any pair of the communicator uses it: its
      * init may be collective, so the decision must be the same everywhere. Comparing host
      * hashes pairwise is O(n^2) but only hash compares, once per communicator. */
-    int used[ZN_NTRANSPORTS] = { 0 };
+    int used[ZN_NTRANSPORTS] = { 0 }, allowed[ZN_NTRANSPORTS], nallowed = 0;
+    for (int t = 0; t < ZN_NTRANSPORTS; t++)
+        nallowed += allowed[t] = transport_allowed(zn_transports[t]);
+    struct zn_tctx view = *ctx;
     for (int p = 0; p < ctx->nranks; p++)
-        c->tidx[p] = p == ctx->rank ? -1 : pick(ctx, ctx->rank, p);
-    for (int a = 0; a < ctx->nranks; a++) {
-        int need_all = 1;
-        for (int t = 0; t < ZN_NTRANSPORTS; t++) need_all &= used[t];
-        if (need_all) break;
-        for (int b = a + 1; b < ctx->nranks; b++) used[pick(ctx, a, b)] = 1;
-    }
+        c->tidx[p] = p == ctx->rank ? -1 : pick(&view, allowed, ctx->rank, p);
+    /* The last transport serves when nothing else can: it may be used without being allowed. */
+    int nused = 0, can_use = nallowed + !allowed[ZN_NTRANSPORTS - 1];
+    for (int a = 0; a < ctx->nranks && nused < can_use; a++)
+        for (int b = a + 1; b < ctx->nranks; b++) {
+            int t = pick(&view, allowed, a, b);
+            nused += !used[t];
+            used[t] = 1;
+        }
     ncclResult_t res = ncclSuccess;
     for (int t = 0; t < ZN_NTRANSPORTS; t++) {
         if (!used[t]) continue;

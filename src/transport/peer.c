@@ -91,14 +91,20 @@ ncclResult_t zn_peer_info_local(struct zn_peer_info *info)
     return ncclSuccess;
 }
 
+/* Opening the pidfds is put off to the first question about each peer: at init every rank
+ * would otherwise open one per local peer and read its /proc entry (n^2 system calls on a host,
+ * seconds with hundreds of ranks), while a rank only ever asks about the few it waits for. */
+enum { WATCH_NONE = -1, WATCH_UNOPENED = -2, WATCH_DEAD = -3 };
+
 struct watched {
-    int pidfd; /* -1: not watched */
+    atomic_int pidfd; /* an open pidfd, or a WATCH_ state */
     int pid;
     uint64_t start; /* the peer's reported start time (0: unknown) */
 };
 
 struct zn_peer_watch {
     int n;
+    uint64_t my_ns;
     struct watched *w;
 };
 
@@ -110,28 +116,46 @@ ncclResult_t zn_peer_watch_create(const struct zn_tctx *ctx, struct zn_peer_watc
         return zn_error(ncclSystemError, ZN_INIT, "out of memory");
     }
     w->n = ctx->nranks;
+    w->my_ns = ctx->peers[ctx->rank].pid_ns;
     uint64_t me = ctx->peers[ctx->rank].host_hash;
     for (int r = 0; r < ctx->nranks; r++) {
         const struct zn_peer_info *p = &ctx->peers[r];
-        w->w[r] = (struct watched){ .pidfd = -1, .pid = p->pid, .start = p->pid_start };
-        if (r == ctx->rank || p->host_hash != me || p->pid <= 0) continue;
         /* A peer in another pid namespace (containers that share the host's network and
          * /dev/shm) shows a pid that names some other process here, maybe a launcher that
          * started in the same clock tick: watching it would report the peer dead when that
          * process exits. */
-        if (p->pid_ns != ctx->peers[ctx->rank].pid_ns) continue;
-        /* And a recycled pid: only watch a pid whose start time matches what the peer
-         * reported. */
-        int fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
-        if (fd < 0) continue;
-        if (p->pid_start && proc_start_time(p->pid) != p->pid_start) {
-            close(fd);
-            continue;
-        }
-        w->w[r].pidfd = fd;
+        int watchable = r != ctx->rank && p->host_hash == me && p->pid > 0 && p->pid_ns == w->my_ns;
+        w->w[r].pid = p->pid;
+        w->w[r].start = p->pid_start;
+        atomic_init(&w->w[r].pidfd, watchable ? WATCH_UNOPENED : WATCH_NONE);
     }
     *out = w;
     return ncclSuccess;
+}
+
+/* First question about a peer: open its pidfd. The peer was alive when it sent its info and
+ * shares our pid namespace: a pid that is gone, or that now belongs to a process started at
+ * another time, means that it exited. Where the namespace is unknown (no /proc), such a peer is
+ * only not watched. */
+static int open_watch(struct zn_peer_watch *w, int peer)
+{
+    struct watched *x = &w->w[peer];
+    int state;
+    int fd = (int)syscall(SYS_pidfd_open, x->pid, 0);
+    if (fd < 0) {
+        state = errno == ESRCH && w->my_ns ? WATCH_DEAD : WATCH_NONE;
+    } else {
+        uint64_t start = x->start ? proc_start_time(x->pid) : 0;
+        state = !start || start == x->start ? fd : w->my_ns ? WATCH_DEAD : WATCH_NONE;
+        if (state != fd) close(fd);
+    }
+    int expected = WATCH_UNOPENED;
+    if (!atomic_compare_exchange_strong(&x->pidfd, &expected, state)) {
+        /* Another thread opened it first. */
+        if (state >= 0) close(state);
+        return expected;
+    }
+    return state;
 }
 
 #define PID_UNKNOWN INT_MIN
@@ -153,23 +177,28 @@ static int pidfd_pid(int fd)
 
 /* The watch of one peer cannot be trusted any more: stop using it. Its descriptor is not ours
  * to close (something else closed it, and the number may have been reused). */
-static void drop_watch(struct watched *x, int peer, const char *why)
+static void drop_watch(struct watched *x, int peer, int fd, const char *why)
 {
+    int expected = fd;
+    if (!atomic_compare_exchange_strong(&x->pidfd, &expected, WATCH_NONE)) return;
     zn_warn(ZN_INIT,
             "stopped watching rank %d (pid %d) through pidfd %d: %s; its exit is now seen "
             "through closed connections and ZINC_TIMEOUT only",
-            peer, x->pid, x->pidfd, why);
-    x->pidfd = -1;
+            peer, x->pid, fd, why);
 }
 
 int zn_peer_dead(struct zn_peer_watch *w, int peer)
 {
-    if (!w || peer < 0 || peer >= w->n || w->w[peer].pidfd < 0) return 0;
+    if (!w || peer < 0 || peer >= w->n) return 0;
     struct watched *x = &w->w[peer];
-    struct pollfd p = { .fd = x->pidfd, .events = POLLIN };
+    int fd = atomic_load(&x->pidfd);
+    if (fd == WATCH_UNOPENED) fd = open_watch(w, peer);
+    if (fd == WATCH_DEAD) return 1;
+    if (fd < 0) return 0;
+    struct pollfd p = { .fd = fd, .events = POLLIN };
     if (poll(&p, 1, 0) <= 0) return 0;
     if (p.revents & POLLNVAL) {
-        drop_watch(x, peer, "the descriptor was closed elsewhere");
+        drop_watch(x, peer, fd, "the descriptor was closed elsewhere");
         return 0;
     }
     /* A pidfd is readable once its process exited; anything else (POLLERR, say) proves
@@ -177,9 +206,9 @@ int zn_peer_dead(struct zn_peer_watch *w, int peer)
     if (!(p.revents & POLLIN)) return 0;
     /* Only a pidfd of that very process may condemn it: a descriptor closed by mistake elsewhere
      * and reused for a socket or a pipe would read as "exited" too. */
-    int fdpid = pidfd_pid(x->pidfd);
+    int fdpid = pidfd_pid(fd);
     if (fdpid != x->pid && fdpid != -1 && fdpid != PID_UNKNOWN) {
-        drop_watch(x, peer, "the descriptor no longer refers to that process");
+        drop_watch(x, peer, fd, "the descriptor no longer refers to that process");
         return 0;
     }
     /* And the process table must agree: a process that is still there, started when the peer
@@ -188,7 +217,7 @@ int zn_peer_dead(struct zn_peer_watch *w, int peer)
     uint64_t start;
     if (fdpid == x->pid && proc_stat(x->pid, &state, &start) && (!x->start || start == x->start) &&
         state != 'Z' && state != 'X' && state != 'x') {
-        drop_watch(x, peer, "it reported an exit while the process is still running");
+        drop_watch(x, peer, fd, "it reported an exit while the process is still running");
         return 0;
     }
     return 1;
@@ -198,7 +227,7 @@ void zn_peer_watch_destroy(struct zn_peer_watch *w)
 {
     if (!w) return;
     for (int r = 0; r < w->n; r++)
-        if (w->w[r].pidfd >= 0) close(w->w[r].pidfd);
+        if (atomic_load(&w->w[r].pidfd) >= 0) close(atomic_load(&w->w[r].pidfd));
     free(w->w);
     free(w);
 }

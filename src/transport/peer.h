@@ -19,7 +19,8 @@ uint64_t zn_host_hash(void);
 struct zn_peer_watch;
 
 /* Open a watch on every peer that shares this rank's host and pid namespace. Call right after
- * the peers' info was exchanged, while they are known to be alive. */
+ * the peers' info was exchanged, while they are known to be alive. Each pidfd is opened at the
+ * first zn_peer_dead about that peer (a rank asks about few of them). */
 ncclResult_t zn_peer_watch_create(const struct zn_tctx *ctx, struct zn_peer_watch **out);
 /* 1 if peer is known to have exited, 0 if alive or not watchable (another host or pid
  * namespace: the transports see that as a closed connection or a timeout). Cheap while the

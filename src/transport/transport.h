@@ -38,7 +38,7 @@ struct zn_peer_info {
                          * namespace the rank's pid names some other process */
     uint64_t nonce;     /* random per rank and init: rank 0's makes the communicator's hash */
     int32_t cuda_dev;   /* -1 for host communicators */
-    int32_t pad;
+    uint32_t pad;
     char hostname[ZN_HOSTNAME_MAX];
     char bus_id[20]; /* PCI bus id of the rank's GPU ("" for host communicators) */
     uint32_t pad2;

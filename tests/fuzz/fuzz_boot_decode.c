@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(head, data, nhead);
     struct zn_boot_frame f;
     memcpy(&f, head, sizeof(f));
-    uint32_t want = head[24] % 7; /* 0 (any) and the 5 known types, and one unknown */
+    uint32_t want = head[24] % 8; /* 0 (any) and the 6 known types, and one unknown */
     uint64_t max_len;
     memcpy(&max_len, head + 25, 8);
     check_frame(&f, FUZZ_MAGIC, want, max_len);

@@ -57,7 +57,7 @@ static int drain(struct zn_frame_reader *r, int fd, uint32_t want)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
-    uint32_t want = data[0] % 7;
+    uint32_t want = data[0] % 8;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 0;
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
