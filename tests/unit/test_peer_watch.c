@@ -94,6 +94,7 @@ ZT_TEST(descriptor_replaced)
     ZT_ASSERT(child_start(&c) == 0);
     struct zn_peer_watch *w = NULL;
     ZT_ASSERT(zn_peer_watch_create(&c.ctx, &w) == ncclSuccess);
+    ZT_EQ_INT(zn_peer_dead(w, 1), 0); /* the first question opens the pidfd */
     int fd = find_pidfd(c.pid);
     ZT_ASSERT(fd >= 0);
     int p[2];
@@ -117,6 +118,7 @@ ZT_TEST(descriptor_closed)
     ZT_ASSERT(child_start(&c) == 0);
     struct zn_peer_watch *w = NULL;
     ZT_ASSERT(zn_peer_watch_create(&c.ctx, &w) == ncclSuccess);
+    ZT_EQ_INT(zn_peer_dead(w, 1), 0); /* the first question opens the pidfd */
     int fd = find_pidfd(c.pid);
     ZT_ASSERT(fd >= 0);
     close(fd);
@@ -136,6 +138,7 @@ ZT_TEST(other_pid_namespace)
     c.info[1].pid_ns++;
     struct zn_peer_watch *w = NULL;
     ZT_ASSERT(zn_peer_watch_create(&c.ctx, &w) == ncclSuccess);
+    ZT_EQ_INT(zn_peer_dead(w, 1), 0);
     ZT_EQ_INT(find_pidfd(c.pid), -1);
     child_exit(&c);
     ZT_EQ_INT(zn_peer_dead(w, 1), 0);
