@@ -106,7 +106,8 @@ static void print_cuda(void)
     zi_cuda_print(stdout, &f);
 }
 
-/* The nets of the registry (plugin nets first) and their devices. */
+/* The nets of the registry (plugin nets first) and their devices, then the nets it does not
+ * use and why (a built-in net without a device, a net whose init failed, one not built). */
 static void print_nets(void)
 {
     int n = zn_net_count();
@@ -126,6 +127,11 @@ static void print_nets(void)
                    p.ptrSupport & NCCL_PTR_CUDA ? " cuda" : "",
                    p.ptrSupport & NCCL_PTR_DMABUF ? " dmabuf" : "", p.maxRecvs);
         }
+    }
+    for (int i = 0; i < zn_net_unused_count(); i++) {
+        const struct zn_net_unused *u = zn_net_unused_get(i);
+        printf("  %-10s %s, not used: %s\n", u->name, u->plugin_version ? "plugin" : "built in",
+               u->why);
     }
 }
 

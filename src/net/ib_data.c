@@ -628,10 +628,9 @@ struct ib_ctx {
 static ncclResult_t ib_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11_t *config,
                             ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
 {
-    static atomic_int said;
-    const char *why = NULL;
-    if (zn_net_ib_devices_init(&why) == 0 && atomic_exchange(&said, 1) == 0)
-        zn_info(ZN_NET | ZN_INIT, "NET/IB: not used: %s", why ? why : "no usable port");
+    /* Devices found here, once; whoever decides not to use this net (the registry, the plugin's
+     * front) says why, once per process, since init runs once per communicator. */
+    zn_net_ib_devices_init(NULL);
     struct ib_ctx *c;
     ZN_CHECK(zn_calloc(&c, 1, "IB net context"));
     c->traffic_class =

@@ -3,6 +3,7 @@
  * selection.
  */
 #include "net/ib.h"
+#include "net/net.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -266,4 +267,11 @@ int zn_net_ib_devices_init(const char **why)
     pthread_once(&devs_once, devices_init_once);
     if (why) *why = unusable_why;
     return ndevs;
+}
+
+const char *zn_net_ib_why(void)
+{
+    const char *why = NULL;
+    if (zn_net_ib_devices_init(&why) > 0) return NULL;
+    return why && why[0] ? why : "no usable port";
 }

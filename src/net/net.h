@@ -22,7 +22,7 @@
 #define ZN_NET_BUILTINS(X) X(socket)
 #endif
 
-#define ZN_NET_MAX         8
+#define ZN_NET_MAX 8
 
 struct zn_net {
     const ncclNet_t *ops; /* the v11 table (an adapter for older plugins) */
@@ -38,6 +38,21 @@ struct zn_net {
 int zn_net_count(void);
 const struct zn_net *zn_net_get(int i);
 
+/* A net the registry knows of but does not use, and why ("no RDMA device (...)", "init failed:
+ * ...", "not built: ..."): built-in nets without devices, nets whose init failed, and built-in
+ * nets left out of this build. In registry order; logged once when the registry is built. */
+struct zn_net_unused {
+    const char *name;
+    int plugin_version; /* as in struct zn_net */
+    char why[240];
+};
+
+int zn_net_unused_count(void);
+const struct zn_net_unused *zn_net_unused_get(int i);
+
+/* Why the net of that name (case-insensitive) is not used; NULL when it is used or unknown. */
+const char *zn_net_why(const char *name);
+
 /* The net named by ZINC_NET / NCCL_NET (case-insensitive), else the first of the registry.
  * Errors name the missing net and list the ones present. */
 ncclResult_t zn_net_select(const struct zn_net **out);
@@ -52,6 +67,10 @@ void zn_net_logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 /* Built-in tables (one per entry of ZN_NET_BUILTINS). */
 extern const ncclNet_t zn_net_socket;
 extern const ncclNet_t zn_net_ib; /* src/net/ib*.c, built with rdma-core's headers */
+
+/* Why the IB net has no usable port (no libibverbs, no RDMA device, no active port matching
+ * ZINC_IB_HCA, ZINC_IB_DISABLE); NULL when it has one. Scans the devices on first call. */
+const char *zn_net_ib_why(void);
 
 /* Plugin loading (plugin.c): dlopen NCCL_NET_PLUGIN (or libnccl-net.so), find the newest
  * ncclNetPlugin_vN, and return its table adapted to v11. 0 nets when there is no plugin. */

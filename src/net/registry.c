@@ -1,6 +1,8 @@
 /*
  * The registry of nets: plugin nets first, then the built-ins of ZN_NET_BUILTINS, each kept
- * only if its init() succeeds and it has at least one device. Built once per process.
+ * only if its init() succeeds and it has at least one device. Built once per process. The nets
+ * it does not use are remembered with the reason, which is logged here once (at INFO for a net
+ * without devices, as a warning for a failed init) and listed by `zinc-info nets`.
  */
 #include "net/net.h"
 #include "util/err.h"
@@ -14,6 +16,8 @@
 
 static struct zn_net nets[ZN_NET_MAX];
 static int nnets;
+static struct zn_net_unused unused[ZN_NET_MAX];
+static int nunused;
 static pthread_once_t nets_once = PTHREAD_ONCE_INIT;
 
 void zn_net_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
@@ -33,6 +37,30 @@ void zn_net_logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
     zn_log_emit(lvl, ZN_NET, file ? file : "plugin", line, "%s", msg);
 }
 
+static void set_unused(const char *name, int plugin_version, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_unused(const char *name, int plugin_version, const char *fmt, ...)
+{
+    if (nunused == ZN_NET_MAX) return;
+    struct zn_net_unused *u = &unused[nunused++];
+    u->name = name;
+    u->plugin_version = plugin_version;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(u->why, sizeof(u->why), fmt, ap);
+    va_end(ap);
+}
+
+/* Why a built-in net has no devices, when it can say (the IB net can). */
+static const char *no_device_why(const ncclNet_t *ops)
+{
+#if defined(ZINC_HAVE_IBVERBS) && ZINC_HAVE_IBVERBS
+    if (ops == &zn_net_ib) return zn_net_ib_why();
+#endif
+    (void)ops;
+    return NULL;
+}
+
 /* Probe one net: init once for the registry, count its devices. */
 static void add_net(const ncclNet_t *ops, int plugin_version)
 {
@@ -49,11 +77,14 @@ static void add_net(const ncclNet_t *ops, int plugin_version)
         zn_warn(ZN_NET, "net %s%s: init failed: %s%s; skipping it", ops->name,
                 plugin_version ? " (plugin)" : "", why[0] ? why : zn_result_str(r),
                 why[0] ? "" : " (its own log lines at ZINC_DEBUG=INFO say more)");
+        set_unused(ops->name, plugin_version, "init failed: %s", why[0] ? why : zn_result_str(r));
         return;
     }
     int ndev = 0;
     if (ops->devices(&ndev) != ncclSuccess || ndev <= 0) {
-        zn_info(ZN_NET, "net %s has no devices; not used", ops->name);
+        const char *why = plugin_version ? NULL : no_device_why(ops);
+        zn_info(ZN_NET | ZN_INIT, "net %s not used: %s", ops->name, why ? why : "no devices");
+        set_unused(ops->name, plugin_version, "%s", why ? why : "no devices");
         ops->finalize(n->ctx);
         return;
     }
@@ -75,6 +106,11 @@ static void build(void)
 #define ZN_X(name) add_net(&zn_net_##name, 0);
     ZN_NET_BUILTINS(ZN_X)
 #undef ZN_X
+#if !defined(ZINC_HAVE_IBVERBS) || !ZINC_HAVE_IBVERBS
+    set_unused("IB", 0,
+               "not built: rdma-core's <infiniband/verbs.h> (libibverbs-dev) was "
+               "missing when this library was built");
+#endif
 }
 
 int zn_net_count(void)
@@ -86,6 +122,24 @@ int zn_net_count(void)
 const struct zn_net *zn_net_get(int i)
 {
     return i >= 0 && i < zn_net_count() ? &nets[i] : NULL;
+}
+
+int zn_net_unused_count(void)
+{
+    zn_net_count();
+    return nunused;
+}
+
+const struct zn_net_unused *zn_net_unused_get(int i)
+{
+    return i >= 0 && i < zn_net_unused_count() ? &unused[i] : NULL;
+}
+
+const char *zn_net_why(const char *name)
+{
+    for (int i = 0; i < zn_net_unused_count(); i++)
+        if (strcasecmp(unused[i].name, name) == 0) return unused[i].why;
+    return NULL;
 }
 
 const struct zn_net *zn_net_find(const char *name)

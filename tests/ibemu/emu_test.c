@@ -12,6 +12,8 @@
  *   overflow  one process, loopback: more completions than the CQ holds -> IBV_EVENT_CQ_ERR
  *   fault     one process, loopback: ZINC_IBEMU_FAULT fails the 2nd completion
  */
+#include "test_fabric.h"
+
 #include <infiniband/verbs.h>
 
 #include <arpa/inet.h>
@@ -614,20 +616,11 @@ static void test_fault(void)
     CHECK(ibv_close_device(ctx) == 0);
 }
 
-/* The fabric segment and the QP segments a killed process left behind. */
-static void remove_fabric(const char *fabric)
+/* The body of one mode, in the child of ibemu_test_run. */
+static int run_mode(void *fn)
 {
-    char prefix[96];
-    int n = snprintf(prefix, sizeof(prefix), "zinc-ibemu-%s", fabric);
-    DIR *d = opendir("/dev/shm");
-    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
-        if (strncmp(e->d_name, prefix, (size_t)n) != 0) continue;
-        if (e->d_name[n] != 0 && e->d_name[n] != '-') continue;
-        char name[300];
-        snprintf(name, sizeof(name), "/%s", e->d_name);
-        shm_unlink(name);
-    }
-    if (d) closedir(d);
+    (*(void (**)(void))fn)();
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -647,16 +640,16 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++) {
         if (strcmp(argv[1], modes[i].name) != 0) continue;
-        /* A fabric of this run only, so that parallel tests do not share QP numbers. */
-        char fabric[64];
-        snprintf(fabric, sizeof(fabric), "test-%s-%d", modes[i].name, (int)getpid());
-        setenv("ZINC_IBEMU_FABRIC", fabric, 1);
         if (modes[i].devices) setenv("ZINC_IBEMU_DEVICES", modes[i].devices, 1);
         if (modes[i].fault) setenv("ZINC_IBEMU_FAULT", modes[i].fault, 1);
-        modes[i].fn();
-        remove_fabric(fabric);
-        printf("ibemu %s: ok\n", modes[i].name);
-        return 0;
+        /* A fabric of this run only, so that parallel tests do not share QP numbers; removed
+         * even when a check fails or the test crashes. */
+        char tag[64];
+        snprintf(tag, sizeof(tag), "test-%s", modes[i].name);
+        void (*fn)(void) = modes[i].fn;
+        int rc = ibemu_test_run(tag, run_mode, &fn);
+        if (rc == 0) printf("ibemu %s: ok\n", modes[i].name);
+        return rc;
     }
     fprintf(stderr, "usage: %s rdma|errors|deadpeer|state|rnr|overflow|fault\n", argv[0]);
     return 2;

@@ -15,6 +15,9 @@
  *   portdown, qpfatal  an async event (port down, QP fatal) fails the connection it touches
  */
 #include "net/ib.h"
+#include "net/net.h"
+#include "test_fabric.h"
+#include "util/log.h"
 #include "util/err.h"
 #include "util/param.h"
 
@@ -100,16 +103,37 @@ static void test_wire(void)
     }
 }
 
+/* Log lines that say why IB is not used (ZINC_DEBUG=INFO in this mode). */
+static int why_lines;
+static void count_why(const char *line)
+{
+    if (strstr(line, "IB not used: ")) why_lines++;
+    fputs(line, stderr);
+}
+
+/* Without a usable device: the registry leaves IB out, says why exactly once at INFO level
+ * (however many contexts, one per communicator, are opened on the net), and keeps the reason
+ * for zinc-info; the socket net is used. */
 static void test_nodev(void)
 {
-    void *ctx;
-    CHECK(net->init(&ctx, 1, NULL, NULL, NULL) == ncclSuccess);
-    int n = -1;
-    CHECK(net->devices(&n) == ncclSuccess && n == 0);
+    zn_log_set_sink(count_why);
+    const struct zn_net *sel = NULL;
+    CHECK(zn_net_select(&sel) == ncclSuccess && strcmp(sel->name, "Socket") == 0);
+    CHECK(zn_net_find("IB") == NULL);
+    void *ctx[3];
+    for (int i = 0; i < 3; i++) {
+        CHECK(net->init(&ctx[i], (uint64_t)i + 1, NULL, NULL, NULL) == ncclSuccess);
+        int n = -1;
+        CHECK(net->devices(&n) == ncclSuccess && n == 0);
+    }
     const char *why = NULL;
     CHECK(zn_net_ib_devices_init(&why) == 0 && why != NULL);
-    printf("ib net without devices: %s\n", why);
-    CHECK(net->finalize(ctx) == ncclSuccess);
+    CHECK(zn_net_why("IB") != NULL && strcmp(zn_net_why("IB"), zn_net_ib_why()) == 0);
+    CHECK(zn_net_why("Socket") == NULL);
+    for (int i = 0; i < 3; i++) CHECK(net->finalize(ctx[i]) == ncclSuccess);
+    zn_log_set_sink(NULL);
+    printf("ib net without devices: %s (said %d time(s))\n", why, why_lines);
+    CHECK(why_lines == 1);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -430,22 +454,6 @@ static void test_senderdeath(void)
     net->finalize(ctx);
 }
 
-/* The fabric segment and the QP segments of processes that died. */
-static void remove_fabric(const char *fabric)
-{
-    char prefix[96];
-    int n = snprintf(prefix, sizeof(prefix), "zinc-ibemu-%s", fabric);
-    DIR *d = opendir("/dev/shm");
-    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
-        if (strncmp(e->d_name, prefix, (size_t)n) != 0) continue;
-        if (e->d_name[n] != 0 && e->d_name[n] != '-') continue;
-        char name[300];
-        snprintf(name, sizeof(name), "/%s", e->d_name);
-        shm_unlink(name);
-    }
-    if (d) closedir(d);
-}
-
 /* Both ends in this process (connect and accept never block). */
 static void loop_pair(void *ctx, void **sc, void **rc)
 {
@@ -484,16 +492,26 @@ static void test_async(void)
     net->finalize(ctx);
 }
 
+/* The body of one mode, in the child of ibemu_test_run. */
+static int run_mode(void *fn)
+{
+    (*(void (**)(void))fn)();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
         const char *name;
         void (*fn)(void);
-        const char *env[3];
+        const char *env[5];
     } modes[] = {
         { "hca", test_hca, { NULL } },
         { "wire", test_wire, { NULL } },
-        { "nodev", test_nodev, { "ZINC_IBVERBS_LIB=", "ZINC_IB_HCA==no_such_hca", NULL } },
+        { "nodev",
+          test_nodev,
+          { "ZINC_IBVERBS_LIB=", "ZINC_IB_HCA==no_such_hca", "ZINC_DEBUG=INFO",
+            "NCCL_NET_PLUGIN=none" } },
         { "data", test_data, { "ZINC_IB_QPS_PER_CONNECTION=2", NULL } },
         { "fault", test_fault, { "ZINC_IBEMU_FAULT=wc=2:REM_ACCESS_ERR:0x99", NULL } },
         { "peerdeath", test_peerdeath, { "ZINC_IB_TIMEOUT=10", "ZINC_IB_RETRY_CNT=1", NULL } },
@@ -503,14 +521,13 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++) {
         if (strcmp(argv[1], modes[i].name) != 0) continue;
-        char fabric[64];
-        snprintf(fabric, sizeof(fabric), "ibnet-%s-%d", modes[i].name, (int)getpid());
-        setenv("ZINC_IBEMU_FABRIC", fabric, 1);
         for (int k = 0; modes[i].env[k]; k++) putenv((char *)modes[i].env[k]);
-        modes[i].fn();
-        remove_fabric(fabric);
-        printf("ib net %s: ok\n", modes[i].name);
-        return 0;
+        char tag[64];
+        snprintf(tag, sizeof(tag), "ibnet-%s", modes[i].name);
+        void (*fn)(void) = modes[i].fn;
+        int rc = ibemu_test_run(tag, run_mode, &fn);
+        if (rc == 0) printf("ib net %s: ok\n", modes[i].name);
+        return rc;
     }
     fprintf(stderr, "usage: %s hca|wire|nodev|data|fault|peerdeath|senderdeath|portdown|qpfatal\n",
             argv[0]);

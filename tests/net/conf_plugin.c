@@ -7,9 +7,13 @@
  * checks that the registry's first net is NAME from a plugin's ncclNetPlugin_vVERSION (plugin
  * nets come before the built-in ones), runs the suite on it, and with `count` (the counting
  * plugin of count_plugin.c) checks the plugin's own call counts against the suite's.
+ *
+ * With ZINC_IBVERBS_LIB set (the verbs emulation, tests/ibemu), zinc's plugin exports its IB
+ * net (NAME "IB"); the suite then runs on a fabric of its own, removed when it ends.
  */
 #include "conformance.h"
 #include "net/net.h"
+#include "test_fabric.h"
 #include "util/err.h"
 #include "zt.h"
 
@@ -51,10 +55,15 @@ static int check_counts(void)
     return bad;
 }
 
-int main(int argc, char **argv)
+struct args {
+    int argc;
+    char **argv;
+};
+
+static int suite(void *arg)
 {
-    static char *defaults[] = { NULL, "Socket", "11" }; /* zinc's own plugin */
-    if (argc < 3) argv = defaults, argc = 3;
+    int argc = ((struct args *)arg)->argc;
+    char **argv = ((struct args *)arg)->argv;
     const struct zn_net *net = zn_net_get(0);
     if (!net || strcmp(net->name, argv[1]) != 0 || net->plugin_version != atoi(argv[2])) {
         fprintf(stderr, "expected net %s from a plugin's v%s table first, got %s (v%d)\n", argv[1],
@@ -64,4 +73,13 @@ int main(int argc, char **argv)
     int failed = nt_run_suite(net->ops, net->ctx, NULL);
     if (argc > 3 && strcmp(argv[3], "count") == 0) failed += check_counts();
     return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    static char *defaults[] = { NULL, "Socket", "11" }; /* zinc's own plugin */
+    if (argc < 3) argv = defaults, argc = 3;
+    struct args a = { argc, argv };
+    const char *emu = getenv("ZINC_IBVERBS_LIB");
+    return emu && emu[0] ? ibemu_test_run("netconf-plugin", suite, &a) : suite(&a);
 }

@@ -2,28 +2,54 @@
  * libnccl-net-zinc.so: zinc's nets exported with NCCL's plugin ABI, so that NCCL (or zinc, or
  * any other loader of libnccl-net-*.so) can use them: NCCL_NET_PLUGIN=zinc.
  *
+ * A loader takes ONE table per plugin library (the newest ncclNetPlugin_vN it knows), so the
+ * exported tables are a front for one of zinc's nets, chosen once when the library is loaded:
+ * the net named by ZINC_NET / NCCL_NET if it is "IB" or "Socket", else the IB verbs net when
+ * it has a usable port, else the socket net. The tables' `name` is the chosen net's name
+ * ("IB" or "Socket"), which is what NCCL matches NCCL_NET against and prints ("Initialized
+ * NET plugin IB"). The choice is made at load time rather than at init because NCCL's own
+ * adapters for v6..v10 tables copy `name` when they load the plugin; NCCL 2.28's v11 loader
+ * reads it after init. A forced IB without a usable port fails init with the reason, so that
+ * the loader falls back to its other nets.
+ *
  * Only the ncclNetPlugin_vN tables are exported (a version script hides everything else, the
  * NCCL API included, so that loading this into real NCCL cannot shadow NCCL's own symbols).
- * v11 is the socket net's own table; v6..v10 are down-adapters, which keep one context for the
- * process because those versions have none.
+ * v11 is the chosen net's own table behind thin forwarders; v6..v10 are down-adapters, which
+ * keep one context for the process because those versions have none.
  *
  * This file is not part of libnccl.so (CMakeLists.txt builds it into the plugin only).
  */
 #include "net/net.h"
 #include "util/err.h"
+#include "util/log.h"
+#include "util/param.h"
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define ZN_EXPORT __attribute__((visibility("default")))
 
-static const ncclNet_t *const net = &zn_net_socket;
-static void *gctx; /* the context of v6..v10 callers, created by their init */
+static const ncclNet_t *net = &zn_net_socket; /* the chosen net (choose_net, at load) */
+static void *gctx;         /* the context of v6..v10 callers, created by their init */
+static char unusable[256]; /* set when IB was forced and has no usable port: why */
+
+/* A forced IB net without a usable port: init fails, naming why. */
+static ncclResult_t check_usable(void)
+{
+    if (!unusable[0]) return ncclSuccess;
+    return zn_error(ncclSystemError, ZN_NET,
+                    "zinc net plugin: net IB (forced by ZINC_NET/NCCL_NET) "
+                    "is not usable: %s",
+                    unusable);
+}
 
 static ncclResult_t e_init_v10(ncclDebugLogger_t log, ncclProfilerCallback_t prof)
 {
     if (gctx) return ncclSuccess;
+    ZN_CHECK(check_usable());
     return net->init(&gctx, 0, NULL, log, prof);
 }
 static ncclResult_t e_init(ncclDebugLogger_t log)
@@ -182,6 +208,7 @@ static ncclResult_t e_devices(int *ndev)
 static ncclResult_t e11_init(void **ctx, uint64_t id, ncclNetCommConfig_v11_t *cfg,
                              ncclDebugLogger_t log, ncclProfilerCallback_t prof)
 {
+    ZN_CHECK(check_usable());
     return net->init(ctx, id, cfg, log, prof);
 }
 static ncclResult_t e11_props(int dev, ncclNetProperties_v11_t *p)
@@ -207,12 +234,12 @@ static ncclResult_t e11_set_attr(void *ctx, ncclNetAttr_v11_t *a)
 }
 
 /* Slots with one signature in every version. */
-#define ZN_SAME_SLOTS                                                                         \
-    .name = "Socket", .devices = e_devices, .regMrDmaBuf = e_dmabuf, .deregMr = e_dereg,      \
-    .iflush = e_iflush, .test = e_test, .closeSend = e_close_send, .closeRecv = e_close_recv, \
-    .closeListen = e_close_listen
+#define ZN_SAME_SLOTS                                                                       \
+    .name = "Socket", /* until choose_net */ .devices = e_devices, .regMrDmaBuf = e_dmabuf, \
+    .deregMr = e_dereg, .iflush = e_iflush, .test = e_test, .closeSend = e_close_send,      \
+    .closeRecv = e_close_recv, .closeListen = e_close_listen
 
-ZN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
+ZN_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
     ZN_SAME_SLOTS,
     .init = e11_init,
     .getProperties = e11_props,
@@ -229,7 +256,7 @@ ZN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     .setNetAttr = e11_set_attr,
 };
 
-ZN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
+ZN_EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
     ZN_SAME_SLOTS,
     .init = e_init_v10,
     .getProperties = e_props_v9,
@@ -244,7 +271,7 @@ ZN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
     .makeVDevice = e_make_vdevice,
 };
 
-ZN_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
+ZN_EXPORT ncclNet_v9_t ncclNetPlugin_v9 = {
     ZN_SAME_SLOTS,
     .init = e_init,
     .getProperties = e_props_v9,
@@ -259,7 +286,7 @@ ZN_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
     .makeVDevice = e_make_vdevice,
 };
 
-ZN_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
+ZN_EXPORT ncclNet_v8_t ncclNetPlugin_v8 = {
     ZN_SAME_SLOTS,
     .init = e_init,
     .getProperties = e_props_v8,
@@ -273,7 +300,7 @@ ZN_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
     .irecvConsumed = e_irecv_consumed,
 };
 
-ZN_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
+ZN_EXPORT ncclNet_v7_t ncclNetPlugin_v7 = {
     ZN_SAME_SLOTS,
     .init = e_init,
     .getProperties = e_props_v7,
@@ -287,8 +314,36 @@ ZN_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
     .irecvConsumed = e_irecv_consumed,
 };
 
-ZN_EXPORT const ncclNet_v6_t ncclNetPlugin_v6 = {
+ZN_EXPORT ncclNet_v6_t ncclNetPlugin_v6 = {
     ZN_SAME_SLOTS,         .init = e_init,          .getProperties = e_props_v6,
     .listen = e_listen,    .connect = e_connect_v6, .accept = e_accept_v6,
     .regMr = e_reg_mr_int, .isend = e_isend_int,    .irecv = e_irecv_int,
 };
+
+/* Pick the net behind the tables and give them its name (see the comment at the top). Says
+ * once, at INFO level, which net is exported and, when IB is not, why. */
+__attribute__((constructor)) static void choose_net(void)
+{
+    const char *want = zn_params()->net;
+    const char *ib_why = NULL;
+#if defined(ZINC_HAVE_IBVERBS) && ZINC_HAVE_IBVERBS
+    int forced_ib = want && strcasecmp(want, zn_net_ib.name) == 0;
+    int forced_socket = want && strcasecmp(want, zn_net_socket.name) == 0;
+    if (forced_socket) {
+        ib_why = "ZINC_NET/NCCL_NET names the socket net";
+    } else if ((ib_why = zn_net_ib_why()) == NULL || forced_ib) {
+        net = &zn_net_ib;
+        if (ib_why) snprintf(unusable, sizeof(unusable), "%s", ib_why);
+    }
+#else
+    (void)want;
+    ib_why = "not built: rdma-core's headers were missing when this library was built";
+#endif
+    ncclNetPlugin_v11.name = ncclNetPlugin_v10.name = ncclNetPlugin_v9.name = net->name;
+    ncclNetPlugin_v8.name = ncclNetPlugin_v7.name = ncclNetPlugin_v6.name = net->name;
+    if (net == &zn_net_socket)
+        zn_info(ZN_NET | ZN_INIT, "zinc net plugin: exporting net Socket; IB not used: %s", ib_why);
+    else
+        zn_info(ZN_NET | ZN_INIT, "zinc net plugin: exporting net IB%s%s",
+                ib_why ? "; not usable: " : "", ib_why ? ib_why : "");
+}
