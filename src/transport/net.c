@@ -105,6 +105,8 @@ ncclResult_t zn_nt_dir_open(struct nt_state *st, void *comm, struct nt_dir *d)
 
 static void dir_close(struct nt_state *st, void *comm, struct nt_dir *d)
 {
+    for (int i = 0; i < NT_MAX_SLOTS && comm; i++)
+        if (d->umh[i]) nt_ops(st)->deregMr(comm, d->umh[i]);
     if (d->buf && comm) nt_ops(st)->deregMr(comm, d->mh);
     free(d->buf);
     d->buf = NULL;
@@ -290,6 +292,10 @@ static ncclResult_t open_net(struct nt_state *st)
     st->chunk = chunk < 4096 ? 4096 : (size_t)chunk;
     if (max && st->chunk > max) st->chunk = max;
     st->nslots = nslots < 2 ? 2 : nslots > NT_MAX_SLOTS ? NT_MAX_SLOTS : (int)nslots;
+    /* Direct mode only where registration records nothing (the socket net): on IB a sender's
+     * chunk waits for the receiver to post its buffer, so a receive that fails (a length
+     * mismatch) leaves the sender's send pending, where staging slots would have taken it. */
+    st->direct = props.regIsGlobal && strcmp(st->net->name, "Socket") == 0;
     if (st->chunk != (size_t)chunk || st->nslots != nslots)
         zn_warn(ZN_NET | ZN_ENV,
                 "net transport: ZINC_NET_CHUNK=%lld / ZINC_NET_SLOTS=%lld out of range for net "
@@ -423,7 +429,8 @@ const struct zn_transport_ops zn_transport_net = {
     .fini = net_fini,
     /* Any thread; pure. */
     .query = net_query,
-    /* Data is staged through slots registered once: user memory needs no registration. */
+    /* The transport registers what it moves itself (its slots once; over the socket net each
+     * chunk of the user's buffer, which costs nothing there): no user registration. */
     .reg = zn_transport_reg_unsupported,
     .dereg = zn_transport_dereg_unsupported,
 };

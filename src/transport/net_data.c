@@ -24,6 +24,7 @@ static int peer_aborted(struct nt_conn *c, char *why, size_t len)
     struct nt_dir *d = &c->r;
     for (int k = 0; c->recv_comm && d->buf && k < d->n; k++) {
         int i = (d->head + k) % c->st->nslots, done = 0, size = 0;
+        if (d->umh[i]) continue; /* a chunk in user memory */
         if (d->size[i] < 0) {
             if (nt_ops(c->st)->test(d->req[i], &done, &size) != ncclSuccess || !done) return 0;
             d->size[i] = size;
@@ -175,6 +176,7 @@ ncclResult_t zn_nt_irecv(struct zn_conn *conn, void *buf, size_t len, struct zn_
     if (c->err != ncclSuccess) return zn_nt_sticky(c);
     *req = (struct zn_req){ .buf = buf, .len = len };
     enqueue(&c->rq_head, &c->rq_tail, req);
+    if (!c->rnext) c->rnext = req;
     return ncclSuccess;
 }
 
@@ -193,6 +195,7 @@ static void stage_chunk(struct nt_conn *c)
     put_hdr(p, NT_DATA, c->send_seq, r->len);
     if (len) memcpy(p + NT_HDR_BYTES, (const char *)r->buf + c->soff, len);
     d->size[i] = (int)(NT_HDR_BYTES + len);
+    d->pay[i] = (int)len;
     d->owner[i] = r;
     c->soff += len;
     d->last[i] = c->soff == r->len;
@@ -233,8 +236,10 @@ static ncclResult_t send_retire(struct nt_conn *c, int *progressed)
         if (!done) break;
         *progressed = 1;
         d->req[i] = NULL;
+        if (d->umh[i]) nt_ops(st)->deregMr(c->send_comm, d->umh[i]);
+        d->umh[i] = NULL;
         struct zn_req *q = d->owner[i];
-        q->done += (size_t)d->size[i] - NT_HDR_BYTES;
+        q->done += (size_t)d->pay[i];
         if (d->last[i]) { /* requests retire in posting order: q is the queue's head */
             c->sq_head = q->next;
             if (!c->sq_head) c->sq_tail = NULL;
@@ -341,6 +346,185 @@ static ncclResult_t recv_progress(struct nt_conn *c, int *progressed)
     return ncclSuccess;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Direct mode: a header from a slot, then the chunks straight from / into the user's buffer  */
+/* ------------------------------------------------------------------------------------------ */
+
+static size_t min_sz(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Post scur's header, then its chunks, while slots are free. */
+static ncclResult_t send_post_direct(struct nt_conn *c, int *progressed)
+{
+    struct nt_state *st = c->st;
+    struct nt_dir *d = &c->s;
+    while (d->n < st->nslots && c->scur) {
+        int i = (d->head + d->n) % st->nslots;
+        struct zn_req *q = c->scur;
+        char *p = slot_buf(c, d, i);
+        size_t len = NT_HDR_BYTES, pay = 0;
+        void *mh = d->mh, *umh = NULL;
+        if (c->shdr) {
+            p = (char *)q->buf + c->soff;
+            len = pay = min_sz(st->chunk, q->len - c->soff);
+            ncclResult_t r = nt_ops(st)->regMr(c->send_comm, p, len, NCCL_PTR_HOST, &umh);
+            if (r != ncclSuccess) return net_failed(c, r, "registration of a send buffer");
+            mh = umh;
+        } else {
+            put_hdr(p, NT_DATA, c->send_seq, q->len);
+        }
+        ncclResult_t r = nt_ops(st)->isend(c->send_comm, p, len, NT_TAG, mh, NULL, &d->req[i]);
+        if ((r != ncclSuccess || !d->req[i]) && umh) nt_ops(st)->deregMr(c->send_comm, umh);
+        if (r != ncclSuccess) return net_failed(c, r, "a send");
+        if (!d->req[i]) break; /* the net is full for now */
+        d->umh[i] = umh;
+        d->pay[i] = (int)pay;
+        d->owner[i] = q;
+        d->n++;
+        *progressed = 1;
+        if (c->shdr) c->soff += pay;
+        c->shdr = 1;
+        d->last[i] = c->soff == q->len;
+        if (d->last[i]) {
+            c->send_seq++;
+            c->scur = q->next;
+            c->soff = 0;
+            c->shdr = 0;
+        }
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t recv_post_direct(struct nt_conn *c, int *progressed)
+{
+    struct nt_state *st = c->st;
+    struct nt_dir *d = &c->r;
+    while (d->n < st->nslots && (c->rpost || !c->rhdr)) {
+        int i = (d->head + d->n) % st->nslots;
+        void *p = slot_buf(c, d, i), *mh = d->mh, *umh = NULL;
+        size_t len = NT_HDR_BYTES + st->chunk;
+        struct zn_req *q = c->rpost;
+        int tag = NT_TAG;
+        if (q) {
+            p = (char *)q->buf + c->rpost_off;
+            len = min_sz(st->chunk, q->len - c->rpost_off);
+            ncclResult_t r = nt_ops(st)->regMr(c->recv_comm, p, len, NCCL_PTR_HOST, &umh);
+            if (r != ncclSuccess) return net_failed(c, r, "registration of a receive buffer");
+            mh = umh;
+        }
+        ncclResult_t r = nt_ops(st)->irecv(c->recv_comm, 1, &p, &len, &tag, &mh, NULL, &d->req[i]);
+        if ((r != ncclSuccess || !d->req[i]) && umh) nt_ops(st)->deregMr(c->recv_comm, umh);
+        if (r != ncclSuccess) return net_failed(c, r, "a receive");
+        if (!d->req[i]) break;
+        d->umh[i] = umh;
+        d->size[i] = -1;
+        d->n++;
+        *progressed = 1;
+        if (!q) {
+            c->rhdr = 1;
+            continue;
+        }
+        d->pay[i] = (int)len;
+        d->rowner[i] = q;
+        c->rpost_off += len;
+        d->last[i] = c->rpost_off == q->len;
+        if (d->last[i]) c->rpost = NULL;
+    }
+    return ncclSuccess;
+}
+
+static void recv_complete(struct nt_conn *c, struct zn_req *q)
+{
+    c->rq_head = q->next; /* receives complete in posting order: q is the head */
+    if (!c->rq_head) c->rq_tail = NULL;
+    q->next = NULL;
+    q->state = ZN_REQ_DONE;
+}
+
+/* A header arrived (size bytes in slot i) and rnext waits for it. */
+static ncclResult_t recv_header(struct nt_conn *c, int i, int size)
+{
+    const char *p = slot_buf(c, &c->r, i);
+    uint32_t kind, seq;
+    uint64_t len;
+    memcpy(&kind, p, 4);
+    memcpy(&seq, p + 4, 4);
+    memcpy(&len, p + 8, 8);
+    char who[160];
+    peer_str(c, who, sizeof(who));
+    if (kind == NT_ABORT) {
+        int n = size - NT_HDR_BYTES;
+        return zn_nt_fail(c, ncclRemoteError, "%s aborted: %.*s", who,
+                          n < 0     ? 0
+                          : n > 512 ? 512
+                                    : n,
+                          p + NT_HDR_BYTES);
+    }
+    struct zn_req *q = c->rnext;
+    if (kind != NT_DATA || seq != c->recv_seq || size != NT_HDR_BYTES)
+        return zn_nt_fail(c, ncclRemoteError,
+                          "net transport: %s sent a header of kind %#x, message %u, %d bytes "
+                          "(expected message %u): the stream is corrupt",
+                          who, kind, seq, size, c->recv_seq);
+    if (len != q->len)
+        return zn_nt_fail(c, ncclInvalidUsage,
+                          "net transport: %s sent a message of %llu bytes on the %s channel, "
+                          "the receive was posted for %zu bytes",
+                          who, (unsigned long long)len, zn_nt_channel_name(c->hdr.channel), q->len);
+    c->rnext = q->next;
+    c->rhdr = 0;
+    c->recv_seq++;
+    if (q->len == 0) {
+        recv_complete(c, q);
+    } else {
+        c->rpost = q;
+        c->rpost_off = 0;
+    }
+    return ncclSuccess;
+}
+
+/* The header slot is only tested while a receive waits for it (see recv_progress). */
+static ncclResult_t recv_progress_direct(struct nt_conn *c, int *progressed)
+{
+    struct nt_state *st = c->st;
+    struct nt_dir *d = &c->r;
+    ZN_CHECK(recv_post_direct(c, progressed));
+    while (d->n > 0) {
+        int i = d->head, done = d->size[i] >= 0, size = d->size[i];
+        if (!d->umh[i] && !c->rnext) break;
+        if (!done) {
+            ncclResult_t r = nt_ops(st)->test(d->req[i], &done, &size);
+            if (r != ncclSuccess) return net_failed(c, r, "a receive");
+            if (!done) break;
+            d->size[i] = size;
+        }
+        *progressed = 1;
+        if (!d->umh[i]) {
+            ZN_CHECK(recv_header(c, i, size));
+        } else {
+            struct zn_req *q = d->rowner[i];
+            if (size != d->pay[i]) {
+                char who[160];
+                peer_str(c, who, sizeof(who));
+                return zn_nt_fail(c, ncclRemoteError,
+                                  "net transport: %s sent a chunk of %d bytes, expected %d", who,
+                                  size, d->pay[i]);
+            }
+            nt_ops(st)->deregMr(c->recv_comm, d->umh[i]);
+            d->umh[i] = NULL;
+            q->done += (size_t)size;
+            if (d->last[i]) recv_complete(c, q);
+        }
+        d->req[i] = NULL;
+        d->head = (d->head + 1) % st->nslots;
+        d->n--;
+        ZN_CHECK(recv_post_direct(c, progressed));
+    }
+    return ncclSuccess;
+}
+
 /* progress -- the user thread; never blocks. */
 ncclResult_t zn_nt_progress(struct zn_conn *conn, int *progressed)
 {
@@ -360,12 +544,13 @@ ncclResult_t zn_nt_progress(struct zn_conn *conn, int *progressed)
         ZN_CHECK(setup_progress(c, progressed));
         if (!nt_ready(c)) return ncclSuccess;
     }
+    ncclResult_t (*post)(struct nt_conn *, int *) = st->direct ? send_post_direct : send_post;
     if (c->sq_head) {
-        ZN_CHECK(send_post(c, progressed));
+        ZN_CHECK(post(c, progressed));
         ZN_CHECK(send_retire(c, progressed));
-        ZN_CHECK(send_post(c, progressed));
+        ZN_CHECK(post(c, progressed));
     }
-    return recv_progress(c, progressed);
+    return st->direct ? recv_progress_direct(c, progressed) : recv_progress(c, progressed);
 }
 
 /* Best effort and brief: an NT_ABORT chunk in a free slot, waited for at most 100 ms. */
@@ -373,8 +558,9 @@ void zn_nt_send_abort(struct nt_conn *c, const char *msg)
 {
     struct nt_state *st = c->st;
     struct nt_dir *d = &c->s;
-    if (c->err != ncclSuccess || !c->send_comm || !c->hello_sent || d->staged || d->n == st->nslots)
-        return;
+    if (c->err != ncclSuccess || !c->send_comm || !c->hello_sent || d->staged || c->shdr ||
+        d->n == st->nslots)
+        return; /* (c->shdr: the peer expects the rest of a message in its own buffer) */
     int i = (d->head + d->n) % st->nslots;
     size_t n = strlen(msg);
     if (n > st->chunk) n = st->chunk;

@@ -18,6 +18,14 @@
  * and posted with isend, several in flight. The receiver keeps an irecv posted on every free
  * slot, so chunks land in posting order; the header of a message's first chunk carries the
  * message length, checked against the posted receive.
+ *
+ * Direct mode, for the socket net (regIsGlobal, and its registration records nothing):
+ * staging copies every byte twice more than the kernel already does, CPU time a host that
+ * runs its ranks on few cores lacks. There a message travels as a header
+ * (kind, seq, length: a slot entry) followed by its chunks sent from and received into the
+ * user's buffers, each registered for the time it is in flight. The receiver posts the chunks
+ * of a message once its header has arrived and been checked against the posted receive, so
+ * an abort or a length mismatch is always read into a slot, never into user memory.
  */
 #ifndef ZN_TRANSPORT_NET_INTERNAL_H
 #define ZN_TRANSPORT_NET_INTERNAL_H
@@ -63,11 +71,14 @@ struct nt_dir {
     char *buf; /* nslots * (NT_HDR_BYTES + chunk), page aligned */
     void *mh;  /* its registration with the comm */
     void *req[NT_MAX_SLOTS];
-    int size[NT_MAX_SLOTS];             /* recv: bytes a completed slot holds; -1: not yet known */
-    struct zn_req *owner[NT_MAX_SLOTS]; /* send: the request whose chunk the slot carries */
-    int last[NT_MAX_SLOTS];             /* send: that chunk is the request's last */
-    int head, n;                        /* slots in flight: [head, head + n) */
-    int staged; /* send: slot head + n holds a chunk isend has not taken yet */
+    int size[NT_MAX_SLOTS];              /* recv: bytes a completed slot holds; -1: not yet known */
+    struct zn_req *owner[NT_MAX_SLOTS];  /* send: the request whose chunk the slot carries */
+    int last[NT_MAX_SLOTS];              /* that chunk is the request's last */
+    int pay[NT_MAX_SLOTS];               /* payload bytes of the chunk (staging: behind a header) */
+    struct zn_req *rowner[NT_MAX_SLOTS]; /* direct recv: the request the chunk lands in */
+    void *umh[NT_MAX_SLOTS]; /* direct: the user buffer's registration; NULL: a slot entry */
+    int head, n;             /* slots in flight: [head, head + n) */
+    int staged;              /* send: slot head + n holds a chunk isend has not taken yet */
 };
 
 struct nt_state;
@@ -89,6 +100,12 @@ struct nt_conn {
     struct zn_req *rq_head, *rq_tail;
     size_t roff; /* bytes of rq_head already received */
     uint32_t recv_seq;
+    /* Direct mode (nt_state.direct) only. */
+    int shdr;             /* scur's header is posted; its chunks follow */
+    int rhdr;             /* a header receive is in the ring */
+    struct zn_req *rnext; /* the oldest receive whose header has not arrived */
+    struct zn_req *rpost; /* the receive whose chunks are being posted */
+    size_t rpost_off;     /* bytes of rpost posted so far */
 
     ncclResult_t err;
     char errmsg[ZN_ERRMSG_MAX];
@@ -109,6 +126,7 @@ struct nt_state {
     int dev;
     size_t chunk;
     int nslots;
+    int direct; /* chunks go from / to the user's buffers, registered per chunk */
     void *listen_comm;
     struct nt_addr *addrs;  /* every rank's */
     struct nt_conn **conns; /* [peer * ZN_NCHANNELS + channel] */

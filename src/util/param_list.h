@@ -21,7 +21,7 @@ ZN_PARAM(socket_ifname, STR,  "ZINC_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "",
 ZN_PARAM(socket_family, STR,  "ZINC_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",
          "AF_INET or AF_INET6 to restrict the address family; default: IPv4 first, then IPv6")
 ZN_PARAM(net_chunk,     SIZE, "ZINC_NET_CHUNK",     NULL,                 "512K",
-         "bytes of each staging slot of a net-transport connection (one message chunk in flight)")
+         "bytes per chunk in flight on a net-transport connection (and per staging slot, on nets other than the socket net)")
 ZN_PARAM(net_slots,     INT,  "ZINC_NET_SLOTS",     NULL,                 "4",
          "staging slots per direction of a net-transport connection (2-16): chunks in flight at once")
 ZN_PARAM(net,           STR,  "ZINC_NET",           "NCCL_NET",           "",
