@@ -95,8 +95,9 @@ static void print_topology(void)
     if (statvfs("/dev/shm", &vfs) == 0)
         printf("Shared memory: /dev/shm %.1f GiB free\n",
                (double)vfs.f_bavail * (double)vfs.f_frsize / (1u << 30));
-    printf("Transports: %s (ranks on one host), %s (between hosts, or ZINC_TRANSPORT=socket)\n",
-           zn_transport_shm.name, zn_transport_socket.name);
+    printf("Transports: %s (ranks on one host), %s (between hosts over a net, or everywhere with "
+           "ZINC_TRANSPORT=net; ZINC_TRANSPORT=socket: over the socket net)\n",
+           zn_transport_shm.name, zn_transport_net.name);
 }
 
 static void print_cuda(void)

@@ -138,7 +138,8 @@ static int arena_allowed(const struct ncclComm *c)
 {
     const struct zn_params *p = zn_params();
     return c->nhosts == 1 && c->nranks >= 2 && !p->shm_disable &&
-           strcmp(p->transport, "socket") != 0 && (c->kind == ZN_COMM_HOST || c->staged);
+           strcmp(p->transport, "socket") != 0 && strcmp(p->transport, "net") != 0 &&
+           (c->kind == ZN_COMM_HOST || c->staged);
 }
 
 static ncclResult_t join(struct ncclComm *c, struct zn_join *j)

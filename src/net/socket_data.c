@@ -355,9 +355,12 @@ static int recv_step(struct nsock_comm *c, struct nsock_req *r, int *err, ncclRe
     return 1;
 }
 
-static ncclResult_t progress(struct nsock_comm *c)
+/* Move the control stream on, but not past `target` once it is done: a peer may close after
+ * its last message, and reading ahead for a receive nobody waits on would turn that clean
+ * end into an error of the request being tested. */
+static ncclResult_t progress(struct nsock_comm *c, const struct nsock_req *target)
 {
-    for (int rounds = 0; rounds < 64 && c->ohead != c->otail; rounds++) {
+    for (int rounds = 0; rounds < 64 && c->ohead != c->otail && !target->ctrl_done; rounds++) {
         struct nsock_req *r = &c->reqs[c->order[c->ohead % NSOCK_MAX_REQUESTS]];
         int err = 0;
         ncclResult_t res = ncclSuccess;
@@ -377,7 +380,7 @@ ncclResult_t zn_nsock_test(void *request, int *done, int *sizes)
     struct nsock_comm *c = r->comm;
     *done = 0;
     if (c->failed) return comm_failed(c);
-    ZN_CHECK(progress(c));
+    ZN_CHECK(progress(c, r));
     if (!r->ctrl_done || atomic_load(&r->tasks_left) != 0) return ncclSuccess;
     *done = 1;
     if (sizes)

@@ -15,7 +15,9 @@ struct zn_conns {
 static int transport_allowed(const struct zn_transport_ops *t)
 {
     const struct zn_params *p = zn_params();
-    if (t == &zn_transport_shm) return !p->shm_disable && strcmp(p->transport, "socket") != 0;
+    if (t == &zn_transport_shm)
+        return !p->shm_disable && strcmp(p->transport, "socket") != 0 &&
+               strcmp(p->transport, "net") != 0;
     return 1;
 }
 

@@ -6,7 +6,7 @@
 
 const struct zn_transport_ops *const zn_transports[ZN_NTRANSPORTS] = {
     &zn_transport_shm,
-    &zn_transport_socket,
+    &zn_transport_net,
 };
 
 ncclResult_t zn_transport_check(const struct zn_transport_ops *t)

@@ -131,7 +131,7 @@ struct zn_transport_ops {
 #define ZN_NTRANSPORTS 2
 extern const struct zn_transport_ops *const zn_transports[ZN_NTRANSPORTS];
 extern const struct zn_transport_ops zn_transport_shm;
-extern const struct zn_transport_ops zn_transport_socket;
+extern const struct zn_transport_ops zn_transport_net; /* over a net of src/net: TCP, IB, plugins */
 
 /* The table is of this build's size and fills every slot; else an error naming what is wrong. */
 ncclResult_t zn_transport_check(const struct zn_transport_ops *t);

@@ -20,10 +20,10 @@ ZN_PARAM(socket_ifname, STR,  "ZINC_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "",
          "interfaces to use: prefixes separated by commas; ^ excludes, = matches exactly; default: any but lo and docker*")
 ZN_PARAM(socket_family, STR,  "ZINC_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",
          "AF_INET or AF_INET6 to restrict the address family; default: IPv4 first, then IPv6")
-ZN_PARAM(socket_nsocks, INT,  "ZINC_SOCKET_NSOCKS", "NCCL_NSOCKS_PERTHREAD", "1",
-         "TCP connections per peer that large messages are striped over (1-8)")
-ZN_PARAM(socket_bufsize, SIZE, "ZINC_SOCKET_BUFSIZE", NULL,               "4M",
-         "SO_SNDBUF/SO_RCVBUF asked for on data sockets (0: leave the kernel's default)")
+ZN_PARAM(net_chunk,     SIZE, "ZINC_NET_CHUNK",     NULL,                 "512K",
+         "bytes per chunk in flight on a net-transport connection (and per staging slot, on nets other than the socket net)")
+ZN_PARAM(net_slots,     INT,  "ZINC_NET_SLOTS",     NULL,                 "4",
+         "staging slots per direction of a net-transport connection (2-16): chunks in flight at once")
 ZN_PARAM(net,           STR,  "ZINC_NET",           "NCCL_NET",           "",
          "net to use by name (see zinc-info), e.g. Socket; default: the first usable one, plugin nets before built-in ones")
 ZN_PARAM(net_plugin,    STR,  "ZINC_NET_PLUGIN",    "NCCL_NET_PLUGIN",    "",
@@ -35,9 +35,9 @@ ZN_PARAM(socket_nthreads, INT, "ZINC_SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS", "
 ZN_PARAM(nsocks_perthread, INT, "ZINC_NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD", "1",
          "data streams (TCP connections) per helper thread of a socket-net connection; threads x streams <= 64")
 ZN_PARAM(shm_disable,   BOOL, "ZINC_SHM_DISABLE",   "NCCL_SHM_DISABLE",   "0",
-         "1: ranks on the same host talk over sockets instead of shared memory")
+         "1: ranks on the same host talk through the net transport instead of shared memory")
 ZN_PARAM(transport,     STR,  "ZINC_TRANSPORT",     NULL,                 "auto",
-         "auto (shm within a host, socket between hosts) or socket (sockets everywhere)")
+         "auto (shm within a host, the net transport between hosts), net (the net transport everywhere) or socket (the net transport over the socket net everywhere)")
 ZN_PARAM(hostid,        STR,  "ZINC_HOSTID",        "NCCL_HOSTID",        "",
          "override the host identity; ranks with equal ids are on one host (default: host name, boot id, network namespace)")
 ZN_PARAM(device,        STR,  "ZINC_DEVICE",        NULL,                 "auto",

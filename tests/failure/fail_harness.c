@@ -118,8 +118,10 @@ static _Noreturn void child_main(struct fh_job *job, int rank, const char *comm_
     set_int("ZINC_TIMEOUT", job->zinc_timeout_s);
     setenv("ZINC_COMM_ID", comm_id, 1);
     setenv("NCCL_COMM_ID", comm_id, 1);
+    /* "socket": ranks talk through the net transport, over the net ZINC_NET names if set
+     * (the IB net through the verbs emulation in fail_kill_ibemu), else the socket net. */
     if (job->transport && !strcmp(job->transport, "socket"))
-        setenv("ZINC_TRANSPORT", "socket", 1);
+        setenv("ZINC_TRANSPORT", getenv("ZINC_NET") ? "net" : "socket", 1);
     else
         unsetenv("ZINC_TRANSPORT");
     if (job->wrap && rank == job->wrap_rank) wrapper_main(rank);

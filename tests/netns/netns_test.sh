@@ -7,7 +7,7 @@
 # "2,2,1" is 3 hosts with 5 ranks. Ranks are numbered host by host (host 0 gets ranks 0..n0-1).
 #
 # zinc's host identity hashes the host name, the boot id and the network namespace inode, so
-# ranks in different namespaces are different hosts: they talk over TCP (socket transport)
+# ranks in different namespaces are different hosts: they talk over TCP (the net transport over the socket net)
 # and ranks in the same namespace over shared memory (shm transport); the collectives use the
 # point-to-point algorithms instead of the single-host shared-memory arena.
 #
@@ -257,8 +257,8 @@ for ((h = 0, r = 0; h < NHOSTS; h++)); do
         f=$TMP/debug.$r.log
         grep -q "transport shm initialised" "$f" ||
             { cat "$f" >&2; fail "rank $r: no 'transport shm initialised' in its log"; }
-        grep -q "transport socket initialised" "$f" ||
-            { cat "$f" >&2; fail "rank $r: no 'transport socket initialised' in its log"; }
+        grep -q "transport net initialised" "$f" ||
+            { cat "$f" >&2; fail "rank $r: no 'transport net initialised' in its log"; }
         line=$(grep -m1 -E "rank $r/$NRANKS host: [0-9]+ host\(s\)" "$f") ||
             { cat "$f" >&2; fail "rank $r: no 'N host(s)' init line in its log"; }
         [[ $line =~ ([0-9]+)\ host\(s\),\ ([0-9]+)\ local ]] || fail "rank $r: cannot parse: $line"
@@ -266,11 +266,11 @@ for ((h = 0, r = 0; h < NHOSTS; h++)); do
         ((BASH_REMATCH[1] == NHOSTS)) || fail "rank $r: expected $NHOSTS hosts: $line"
         ((BASH_REMATCH[2] == PER_HOST[h])) || fail "rank $r: expected ${PER_HOST[h]} local ranks: $line"
         [[ $line == *"no arena"* ]] || fail "rank $r: the single-host shm arena was set up: $line"
-        grep -qE "socket transport: listening on $SUBNET\.$((h + 1)):[0-9]+ \($IFNAME\)" "$f" ||
-            { cat "$f" >&2; fail "rank $r: socket transport does not listen on $SUBNET.$((h + 1)) ($IFNAME)"; }
+        grep -qE "socket net: listening on $SUBNET\.$((h + 1)):[0-9]+ \($IFNAME\)" "$f" ||
+            { cat "$f" >&2; fail "rank $r: the socket net does not listen on $SUBNET.$((h + 1)) ($IFNAME)"; }
     done
 done
-log "debug run ${JOB_S}s: every rank logged 'transport shm initialised', 'transport socket initialised', '$NHOSTS host(s)', listening on $IFNAME"
+log "debug run ${JOB_S}s: every rank logged 'transport shm initialised', 'transport net initialised', '$NHOSTS host(s)', listening on $IFNAME"
 grep -hE "rank 0/$NRANKS host: .* host\(s\)|transport .* initialised|listening on" "$TMP/debug.0.log" | sed 's/^/    /'
 echo "    algorithms chosen (rank 0, TUNE):"
 grep -oE "zinc INFO TUNE [A-Za-z]+ count [0-9]+ .*: [A-Za-z0-9_]+ \(" "$TMP/debug.0.log" |
@@ -279,12 +279,12 @@ grep -oE "zinc INFO TUNE [A-Za-z]+ count [0-9]+ .*: [A-Za-z0-9_]+ \(" "$TMP/debu
 # Which peers each rank reached over TCP (all of them must be on other hosts).
 for ((h = 0, r = 0; h < NHOSTS; h++)); do
     for ((l = 0; l < PER_HOST[h]; l++, r++)); do
-        peers=$(grep -oE "socket transport: connected to rank [0-9]+" "$TMP/debug.$r.log" |
+        peers=$(grep -oE "net transport: connected to rank [0-9]+" "$TMP/debug.$r.log" |
             awk '{print $NF}' | sort -n | uniq | paste -sd ,) || true
         echo "    rank $r (host $h) socket peers: ${peers:-none}"
         for p in ${peers//,/ }; do
             ((p < HOST_FIRST[h] || p >= HOST_FIRST[h] + PER_HOST[h])) ||
-                fail "rank $r talks to rank $p of its own host over the socket transport"
+                fail "rank $r talks to rank $p of its own host over the net transport"
         done
     done
 done

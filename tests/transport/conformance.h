@@ -100,9 +100,8 @@ int sc_duplex(struct rank_env *e);
 int sc_mismatch(struct rank_env *e);
 int sc_exit(struct rank_env *e);
 int sc_perf(struct rank_env *e);
-/* scenarios_socket.c: */
+/* scenarios_net.c: */
 int sc_stray(struct rank_env *e);
-int sc_nsocks(struct rank_env *e);
 int sc_setup(struct rank_env *e);
 
 #endif
