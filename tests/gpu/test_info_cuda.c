@@ -55,7 +55,7 @@ static void machine(struct zi_cuda_facts *f, int n, int access, int atomics, int
         f->gpu_ok[i] = 1;
         struct zn_cuda_gpu *g = &f->gpu[i];
         snprintf(g->name, sizeof(g->name), "NVIDIA H100 80GB HBM3");
-        snprintf(g->bus_id, sizeof(g->bus_id), "00000000:%02X:00.0", 0x18 + i);
+        snprintf(g->bus_id, sizeof(g->bus_id), "00000000:%02X:00.0", (unsigned)(0x18 + i) & 0xffu);
         g->mem_bytes = 85ull << 30;
         g->cc_major = 9;
         g->sm_count = 132;
