@@ -21,7 +21,7 @@
 
 #define COMM 0x1234abcdULL
 
-static char log_path[64];
+static char log_path[256];
 
 static int64_t deadline_s(int s)
 {
@@ -215,8 +215,28 @@ ZT_TEST(refcounted)
     zn_proxy_release();
 }
 
-int main(void)
+/* --hold DIR: for dump.sh. Start the proxy with the dump signal the environment names, log to
+ * DIR/log, say DIR/ready, and exit 0 once the log holds a dump (1 after 60 s without). */
+static int hold(const char *dir)
 {
+    snprintf(log_path, sizeof(log_path), "%s/log", dir);
+    setenv("ZINC_DEBUG_FILE", log_path, 1);
+    if (zn_proxy_acquire() != ncclSuccess) return 1;
+    char ready[80];
+    snprintf(ready, sizeof(ready), "%s/ready", dir);
+    FILE *f = fopen(ready, "w");
+    if (!f) return 1;
+    fclose(f);
+    int64_t dl = deadline_s(60);
+    while (!log_has("net progress") && zn_now_ns() < dl) usleep(10000);
+    int ok = log_has("net progress");
+    zn_proxy_release();
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--hold")) return hold(argv[2]);
     snprintf(log_path, sizeof(log_path), "/tmp/zinc-test-proxy-%d.log", (int)getpid());
     setenv("ZINC_DEBUG_FILE", log_path, 1);
     setenv("ZINC_TIMEOUT", "2", 1);
