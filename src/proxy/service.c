@@ -62,6 +62,7 @@ static struct {
     int64_t started_ns;
     struct sigaction old_sa;
     int sig;
+    pid_t owner; /* the process that started the threads (a forked child has none of them) */
 } svc = { .lock = PTHREAD_MUTEX_INITIALIZER,
           .hlock = PTHREAD_MUTEX_INITIALIZER,
           .lfd = -1,
@@ -373,6 +374,7 @@ static ncclResult_t start_locked(void)
     ZN_CHECK_GOTO(zn_proxy_netops_start(), res, err_close);
     atomic_store(&svc.stop, 0);
     svc.started_ns = zn_now_ns();
+    svc.owner = getpid();
     if (pthread_create(&svc.thread, NULL, service_main, NULL) != 0) {
         res = zn_error(ncclSystemError, ZN_PROXY, "proxy: cannot start the service thread");
         goto err_netops;
@@ -402,7 +404,18 @@ ncclResult_t zn_proxy_acquire(void)
 void zn_proxy_release(void)
 {
     pthread_mutex_lock(&svc.lock);
-    if (svc.refs > 0 && --svc.refs == 0) {
+    if (svc.refs == 0 || --svc.refs > 0) {
+        pthread_mutex_unlock(&svc.lock);
+        return;
+    }
+    if (svc.owner != getpid()) {
+        /* A child forked while the proxy ran: the threads stayed in the parent, the socket
+         * name is the parent's. Close this copy's descriptors only. */
+        close(svc.lfd);
+        close(svc.wake[0]);
+        close(svc.wake[1]);
+        svc.lfd = svc.wake[0] = svc.wake[1] = -1;
+    } else {
         if (svc.sig) sigaction(svc.sig, &svc.old_sa, NULL);
         svc.sig = 0;
         atomic_store(&svc.stop, 1);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define COMM 0x1234abcdULL
@@ -199,6 +200,39 @@ ZT_TEST(dump_on_signal)
     ZT_ASSERT(log_has("net progress"));
 }
 
+/* From another process: HELLO answers with this process's pid, a handler answers, and a STOP
+ * is refused (the connection closed and logged) while the service keeps serving. */
+ZT_TEST(other_process)
+{
+    pid_t parent = getpid();
+    uint64_t ns = zn_proxy_pid_ns();
+    pid_t pid = fork();
+    if (pid == 0) {
+        char buf[ZN_SVC_MAX_BODY];
+        struct zn_svc_req req = { .src = 2, .body = "pq", .len = 2, .fd = -1 };
+        struct zn_svc_reply rep = { .body = buf };
+        ncclResult_t st = ncclInternalError;
+        int rc = zn_proxy_svc()->call(NULL, parent, ns, ZN_SVC_HELLO, 0, 0, 2, &req, &rep,
+                                      sizeof(buf), &st, deadline_s(10));
+        struct zn_pxw_hello h;
+        memcpy(&h, buf, sizeof(h));
+        if (rc || st || rep.len != sizeof(h) || h.pid != parent) _exit(1);
+        rc = zn_proxy_svc()->call(NULL, parent, ns, ZN_SVC_REG_SHARE, COMM, 0, 2, &req, &rep,
+                                  sizeof(buf), &st, deadline_s(10));
+        if (rc || st || rep.len != 2 || memcmp(buf, "qp", 2) != 0) _exit(2);
+        if (rep.fd >= 0) close(rep.fd);
+        rc = zn_proxy_svc()->call(NULL, parent, ns, ZN_SVC_STOP, 0, 0, 2, &req, &rep, sizeof(buf),
+                                  &st, deadline_s(10));
+        _exit(rc == -EPIPE ? 0 : 3);
+    }
+    int status = -1;
+    ZT_EQ_INT(waitpid(pid, &status, 0), pid);
+    ZT_ASSERT(WIFEXITED(status));
+    ZT_EQ_INT(WEXITSTATUS(status), 0);
+    ZT_ASSERT(log_has("STOP from another process"));
+    ZT_ASSERT(good_client_served());
+}
+
 /* Two users: the first release leaves it serving, the last one stops it. */
 ZT_TEST(refcounted)
 {
@@ -244,7 +278,8 @@ int main(int argc, char **argv)
     if (zn_proxy_acquire() != ncclSuccess) return 1;
     static const struct zt_case cases[] = { ZT_CASE(requests_reach_handlers),
                                             ZT_CASE(strangers_closed_good_client_served),
-                                            ZT_CASE(dump_on_signal), ZT_CASE(refcounted) };
+                                            ZT_CASE(other_process), ZT_CASE(dump_on_signal),
+                                            ZT_CASE(refcounted) };
     int rc = zt_run(cases, (int)(sizeof(cases) / sizeof(cases[0])));
     if (rc)
         fprintf(stderr, "log kept in %s\n", log_path);
