@@ -89,9 +89,10 @@ ncclResult_t zn_proxy_net_wait(struct zn_proxy_netop *op, int64_t deadline,
                             op->is_send ? "send" : "receive");
         if (zn_now_ns() > deadline)
             return zn_error(ncclRemoteError, ZN_PROXY,
-                            "proxy: net %s of %zu bytes (tag %d) did not complete within "
-                            "ZINC_TIMEOUT (%u tests)",
-                            op->is_send ? "send" : "receive", op->size, op->tag, op->tests);
+                            "proxy: net %s of %zu bytes (tag %d) %s rank %d did not complete "
+                            "within ZINC_TIMEOUT",
+                            op->is_send ? "send" : "receive", op->size, op->tag,
+                            op->is_send ? "to" : "from", op->peer);
         if (++spins > 1000) {
             struct timespec ts = { 0, 20000 };
             nanosleep(&ts, NULL);
@@ -227,9 +228,10 @@ void zn_proxy_netops_dump(void)
         for (int i = 0; i < r->nlive; i++) {
             const struct zn_proxy_netop *op = r->live[i];
             zn_warn(ZN_PROXY,
-                    "proxy dump:   %s tag %d of %zu bytes: %s, %u tests, posted %.3f s ago",
-                    op->is_send ? "send" : "recv", op->tag, op->size,
-                    op->request ? "issued" : "waiting for the net", op->tests,
+                    "proxy dump:   %s %s rank %d, tag %d, %zu bytes: %s, %u tests, posted "
+                    "%.3f s ago",
+                    op->is_send ? "send" : "recv", op->is_send ? "to" : "from", op->peer, op->tag,
+                    op->size, op->request ? "issued" : "waiting for the net", op->tests,
                     (double)(now - op->posted_ns) / 1e9);
         }
     }

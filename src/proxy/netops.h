@@ -38,6 +38,7 @@ struct zn_proxy_netop {
     void *data;
     size_t size; /* bytes to send; room to receive */
     void *mhandle;
+    int peer; /* the remote rank, for the dump and messages (-1: not said) */
     /* Written by the progress thread. */
     atomic_int status;   /* enum zn_netop_status; release-stored last */
     ncclResult_t result; /* valid at ZN_NETOP_ERROR */

@@ -107,7 +107,7 @@ static int sender(int sock, int die_early)
     static struct zn_proxy_netop ops[NOPS];
     for (int i = 0; i < NOPS; i++) {
         ops[i] = (struct zn_proxy_netop){
-            .net = NET->ops, .comm = sc, .is_send = 1, .tag = i % 3, .size = op_size(i)
+            .net = NET->ops, .comm = sc, .is_send = 1, .tag = i % 3, .size = op_size(i), .peer = 0
         };
         uint8_t *d = malloc(op_size(i) + 1);
         for (size_t k = 0; k < op_size(i); k++) d[k] = pattern(i, k);
@@ -154,13 +154,68 @@ ZT_TEST(dead_peer_is_an_error)
     ZT_EQ_INT(run_pair(1, &st), 8);
 }
 
+static char log_path[256];
+
+static int log_has(const char *what)
+{
+    FILE *f = fopen(log_path, "r");
+    if (!f) return 0;
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof(line), f)) found = strstr(line, what) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* A receive nobody sends to: its wait ends at the deadline with an error naming the peer, and
+ * the dump lists it with its tag and test count. One process, both ends of one connection. */
+ZT_TEST(pending_op_dumped_and_wait_bounded)
+{
+    char handle[NCCL_NET_HANDLE_MAXSIZE] = { 0 };
+    void *lc = NULL, *sc = NULL, *rc = NULL;
+    ZT_OK(zn_proxy_acquire());
+    ZT_OK(NET->ops->listen(NET->ctx, 0, handle, &lc));
+    for (int64_t dl = zn_deadline_from_now(); (!sc || !rc) && zn_now_ns() < dl;) {
+        if (!sc) ZT_OK(NET->ops->connect(NET->ctx, 0, handle, &sc, NULL));
+        if (!rc) ZT_OK(NET->ops->accept(lc, &rc, NULL));
+    }
+    ZT_ASSERT(sc && rc);
+    struct zn_proxy_ring *ring;
+    ZT_OK(zn_proxy_ring_create("test pending", &ring));
+    char buf[64];
+    struct zn_proxy_netop op = {
+        .net = NET->ops, .comm = rc, .tag = 77, .data = buf, .size = sizeof(buf), .peer = 3
+    };
+    ZT_OK(zn_proxy_net_post(ring, &op));
+    int64_t t0 = zn_now_ns();
+    ZT_EQ_INT(zn_proxy_net_wait(&op, t0 + 200000000, NULL), ncclRemoteError);
+    ZT_ASSERT(zn_now_ns() - t0 < 5000000000LL);
+    ZT_ASSERT(strstr(zn_last_error(), "receive of 64 bytes (tag 77) from rank 3") != NULL);
+    zn_proxy_netops_dump();
+    ZT_ASSERT(log_has("ring test pending: 1 ops in flight"));
+    ZT_ASSERT(log_has("recv from rank 3, tag 77, 64 bytes: issued"));
+    zn_proxy_ring_destroy(ring);
+    NET->ops->closeSend(sc);
+    NET->ops->closeRecv(rc);
+    NET->ops->closeListen(lc);
+    zn_proxy_release();
+}
+
 int main(void)
 {
+    snprintf(log_path, sizeof(log_path), "/tmp/zinc-test-proxy-net-%d.log", (int)getpid());
+    setenv("ZINC_DEBUG_FILE", log_path, 1);
     if (zn_net_select(&NET) != ncclSuccess) {
         fprintf(stderr, "no net: %s\n", zn_last_error());
         return 1;
     }
     static const struct zt_case cases[] = { ZT_CASE(ops_through_the_progress_thread),
-                                            ZT_CASE(dead_peer_is_an_error) };
-    return zt_run(cases, (int)(sizeof(cases) / sizeof(cases[0])));
+                                            ZT_CASE(dead_peer_is_an_error),
+                                            ZT_CASE(pending_op_dumped_and_wait_bounded) };
+    int rc = zt_run(cases, (int)(sizeof(cases) / sizeof(cases[0])));
+    if (rc)
+        fprintf(stderr, "log kept in %s\n", log_path);
+    else
+        unlink(log_path);
+    return rc;
 }
