@@ -6,6 +6,7 @@
  */
 #include "service.h"
 #include "netops.h"
+#include "proxy.h"
 #include "transport/peer.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -541,5 +542,6 @@ void zn_proxy_dump(void)
         zn_warn(ZN_PROXY, "proxy dump:  serves type %d for rank %d of communicator %016llx",
                 svc.h[i].type, svc.h[i].rank, (unsigned long long)svc.h[i].comm);
     pthread_mutex_unlock(&svc.hlock);
+    zn_proxy_staging_dump();
     zn_proxy_netops_dump();
 }
