@@ -81,7 +81,7 @@ ncclResult_t zn_proxy_net_wait(struct zn_proxy_netop *op, int64_t deadline,
 {
     int spins = 0;
     for (;;) {
-        int st = atomic_load_explicit(&op->status, memory_order_acquire);
+        int st = zn_proxy_net_status(op);
         if (st == ZN_NETOP_DONE) return ncclSuccess;
         if (st == ZN_NETOP_ERROR) return op->result;
         if (abort_flag && atomic_load(abort_flag))

@@ -61,6 +61,14 @@ void zn_proxy_ring_destroy(struct zn_proxy_ring *r);
  * caller waits for one of its earlier ops and retries). Never blocks. */
 int zn_proxy_net_post(struct zn_proxy_ring *r, struct zn_proxy_netop *op);
 
+/* The op's status without waiting (enum zn_netop_status): what a non-blocking data path polls.
+ * At DONE or ERROR the result fields are valid (acquire pairs with the progress thread's
+ * release). */
+static inline int zn_proxy_net_status(const struct zn_proxy_netop *op)
+{
+    return atomic_load_explicit(&op->status, memory_order_acquire);
+}
+
 /* Wait until op is DONE or ERROR, at most until deadline (ns, zn_now_ns clock) or while
  * *abort_flag (may be NULL) stays 0. Returns the op's outcome, or an error naming the wait. */
 ncclResult_t zn_proxy_net_wait(struct zn_proxy_netop *op, int64_t deadline,

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -200,6 +201,45 @@ ZT_TEST(dump_on_signal)
     ZT_ASSERT(log_has("net progress"));
 }
 
+/* Several clients at once, each waiting for its own answers, while strangers come and go:
+ * every answer is the right one. */
+#define NTHREADS 4
+#define NCALLS   50
+static void *hammer(void *arg)
+{
+    long id = (long)arg;
+    for (int i = 0; i < NCALLS; i++) {
+        char msg[32], want[32], got[ZN_SVC_MAX_BODY + 1];
+        int n = snprintf(msg, sizeof(msg), "t%ld-%d", id, i);
+        for (int k = 0; k < n; k++) want[k] = msg[n - 1 - k];
+        want[n] = 0;
+        if (ask(ZN_SVC_REG_SHARE, 0, msg, -1, got, NULL) != 0 || strcmp(got, want) != 0)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+ZT_TEST(concurrent_clients)
+{
+    pthread_t t[NTHREADS];
+    for (long i = 0; i < NTHREADS; i++)
+        ZT_EQ_INT(pthread_create(&t[i], NULL, hammer, (void *)i), 0);
+    for (int k = 0; k < 10; k++) { /* strangers meanwhile */
+        int s = raw_connect();
+        ZT_ASSERT(s >= 0);
+        ZT_EQ_INT(write(s, "garbage garbage garbage garbage!", 32), 32);
+        ZT_ASSERT(closed_by_service(s, 10));
+        close(s);
+    }
+    int bad = 0;
+    for (int i = 0; i < NTHREADS; i++) {
+        void *r = NULL;
+        pthread_join(t[i], &r);
+        bad += r != NULL;
+    }
+    ZT_EQ_INT(bad, 0);
+}
+
 /* From another process: HELLO answers with this process's pid, a handler answers, and a STOP
  * is refused (the connection closed and logged) while the service keeps serving. */
 ZT_TEST(other_process)
@@ -276,10 +316,11 @@ int main(int argc, char **argv)
     setenv("ZINC_TIMEOUT", "2", 1);
     setenv("ZINC_PROXY_DUMP_SIGNAL", "10", 1); /* SIGUSR1 */
     if (zn_proxy_acquire() != ncclSuccess) return 1;
-    static const struct zt_case cases[] = { ZT_CASE(requests_reach_handlers),
-                                            ZT_CASE(strangers_closed_good_client_served),
-                                            ZT_CASE(other_process), ZT_CASE(dump_on_signal),
-                                            ZT_CASE(refcounted) };
+    static const struct zt_case cases[] = {
+        ZT_CASE(requests_reach_handlers), ZT_CASE(strangers_closed_good_client_served),
+        ZT_CASE(concurrent_clients),      ZT_CASE(other_process),
+        ZT_CASE(dump_on_signal),          ZT_CASE(refcounted)
+    };
     int rc = zt_run(cases, (int)(sizeof(cases) / sizeof(cases[0])));
     if (rc)
         fprintf(stderr, "log kept in %s\n", log_path);
