@@ -3,7 +3,7 @@
  * Requests reach handlers by type, communicator and rank, with file descriptors both ways;
  * clients that do not speak the protocol are closed and logged while a good client is served;
  * a stalled client is closed after ZINC_TIMEOUT; the service is refcounted; the dump signal
- * prints the state. ZINC_TIMEOUT=2 and ZINC_PROXY_DUMP_SIGNAL=SIGUSR1 are set by main before
+ * prints the state. ZINC_TIMEOUT=4 and ZINC_PROXY_DUMP_SIGNAL=SIGUSR1 are set by main before
  * the parameters are first read; the log goes to a file that the tests read back.
  */
 #include "proxy/service.h"
@@ -181,7 +181,7 @@ ZT_TEST(strangers_closed_good_client_served)
     ZT_EQ_INT(write(dying, "\x40\0\0\0\1\0", 6), 6);
     close(dying);
     ZT_ASSERT(good_client_served());
-    /* The stalled one is closed once ZINC_TIMEOUT (2 s here) has passed. */
+    /* The stalled one is closed once ZINC_TIMEOUT (4 s here) has passed. */
     ZT_ASSERT(closed_by_service(stall, 15));
     close(stall);
     ZT_ASSERT(log_has("stalled mid-request"));
@@ -313,7 +313,7 @@ int main(int argc, char **argv)
     if (argc == 3 && !strcmp(argv[1], "--hold")) return hold(argv[2]);
     snprintf(log_path, sizeof(log_path), "/tmp/zinc-test-proxy-%d.log", (int)getpid());
     setenv("ZINC_DEBUG_FILE", log_path, 1);
-    setenv("ZINC_TIMEOUT", "2", 1);
+    setenv("ZINC_TIMEOUT", "4", 1);
     setenv("ZINC_PROXY_DUMP_SIGNAL", "10", 1); /* SIGUSR1 */
     if (zn_proxy_acquire() != ncclSuccess) return 1;
     static const struct zt_case cases[] = {
