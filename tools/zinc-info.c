@@ -20,7 +20,10 @@
 #include "util/sock.h"
 #include "zinc.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -136,13 +139,40 @@ static void print_nets(void)
     }
 }
 
+/* Send process pid the proxy dump signal: the number ZINC_PROXY_DUMP_SIGNAL (or
+ * NCCL_PROXY_DUMP_SIGNAL, or the config file) gives here, which must be what the process was
+ * started with. The process prints the dump to its own log (stderr or ZINC_DEBUG_FILE). */
+static int dump_proxy(const char *pid_s)
+{
+    char *end = NULL;
+    long pid = pid_s ? strtol(pid_s, &end, 10) : 0;
+    if (!pid_s || *end || pid <= 0) {
+        fprintf(stderr, "usage: zinc-info --dump PID\n");
+        return 2;
+    }
+    int sig = (int)zn_params()->proxy_dump_signal;
+    if (sig <= 0 || sig >= NSIG) {
+        fprintf(stderr, "zinc-info: ZINC_PROXY_DUMP_SIGNAL is not set to a signal number (set it "
+                        "here and in the process, e.g. 12 for SIGUSR2)\n");
+        return 2;
+    }
+    if (kill((pid_t)pid, sig) != 0) {
+        fprintf(stderr, "zinc-info: cannot signal process %ld: %s\n", pid, strerror(errno));
+        return 1;
+    }
+    printf("sent signal %d to process %ld: its proxy state goes to its log\n", sig, pid);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "all";
     if (!strcmp(what, "-h") || !strcmp(what, "--help")) {
-        printf("usage: zinc-info [all|params|algos|topology|nets|cuda]\n");
+        printf("usage: zinc-info [all|params|algos|topology|nets|cuda]\n"
+               "       zinc-info --dump PID\n");
         return 0;
     }
+    if (!strcmp(what, "--dump")) return dump_proxy(argc > 2 ? argv[2] : NULL);
     int all = !strcmp(what, "all");
     if (all)
         printf("zinc %s, NCCL API %d.%d.%d\n\n", zincGetVersionString(), NCCL_MAJOR, NCCL_MINOR,

@@ -5,6 +5,7 @@
 #include "comm.h"
 #include "util/clock.h"
 #include "exec/cuda_stage.h"
+#include "proxy/service.h"
 #include "util/cuda.h"
 #include "util/param.h"
 #include "util/thread.h"
@@ -447,7 +448,14 @@ ncclResult_t zn_comm_setup(struct ncclComm *c, struct zn_join *j)
     phase_mark(&pc, PH_TOPO);
     ZN_CHECK_GOTO(zn_conns_create(&c->tctx, &c->conns), res, fail);
     phase_mark(&pc, PH_CONNS);
-    if (c->kind == ZN_COMM_CUDA) ZN_CHECK_GOTO(setup_cuda(c), res, fail);
+    if (c->kind == ZN_COMM_CUDA) {
+        /* GPU memory handles cross processes through the proxy's service: one per process,
+         * shared by its communicators (released in zn_comm_free). */
+        ZN_CHECK_GOTO(zn_proxy_acquire(), res, fail);
+        c->proxy_held = 1;
+        c->tctx.svc = zn_proxy_svc();
+        ZN_CHECK_GOTO(setup_cuda(c), res, fail);
+    }
     phase_mark(&pc, PH_CUDA);
     if (arena_allowed(c)) ZN_CHECK_GOTO(setup_arena(c), res, fail);
     phase_mark(&pc, PH_ARENA);
@@ -542,6 +550,7 @@ void zn_comm_free(struct ncclComm *c)
         zn_cuda_host_free(c->host_words);
         if (cur >= 0) zn_cuda_set_device(cur);
     }
+    if (c->proxy_held) zn_proxy_release();
     zn_peer_watch_destroy(c->watch);
     zn_arena_destroy(c->arena);
     zn_conns_destroy(c->conns);

@@ -1,5 +1,6 @@
 #include "proxy.h"
 #include "util/cuda.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 #include <pthread.h>
@@ -22,7 +23,14 @@ struct zn_proxy {
     pthread_mutex_t lock; /* guards descs: posters and the progress thread */
     void **descs;         /* by id; NULL = free */
     int ndescs;
+    uint64_t processed;          /* doorbell signals handled (the dump's step counter) */
+    _Atomic int64_t last_run_ns; /* when the last descriptor finished */
+    struct zn_proxy *next;       /* in the list the state dump walks */
 };
+
+/* Every staging thread of the process, for zn_proxy_staging_dump. */
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct zn_proxy *all;
 
 /* The descriptor of id, or NULL if none is posted there. */
 static void *desc_at(struct zn_proxy *p, uint64_t id)
@@ -58,6 +66,8 @@ static void *progress_main(void *arg)
         void *d = desc_at(p, id);
         int keep = d ? p->cfg.ops->run(p->cfg.owner, d) : 1;
         processed++;
+        __atomic_store_n(&p->processed, processed, __ATOMIC_RELAXED);
+        atomic_store(&p->last_run_ns, zn_now_ns());
         __atomic_thread_fence(__ATOMIC_RELEASE);
         p->bell_host->done = processed;
         if (!keep) {
@@ -93,6 +103,11 @@ ncclResult_t zn_proxy_create(const struct zn_proxy_config *cfg, struct zn_proxy 
         goto fail;
     }
     p->thread_started = 1;
+    atomic_store(&p->last_run_ns, zn_now_ns());
+    pthread_mutex_lock(&all_lock);
+    p->next = all;
+    all = p;
+    pthread_mutex_unlock(&all_lock);
     *out = p;
     return ncclSuccess;
 fail:
@@ -124,6 +139,26 @@ ncclResult_t zn_proxy_post(struct zn_proxy *p, void *desc, uint64_t *id)
     return ncclSuccess;
 }
 
+void zn_proxy_staging_dump(void)
+{
+    int64_t now = zn_now_ns();
+    pthread_mutex_lock(&all_lock);
+    for (struct zn_proxy *p = all; p; p = p->next) {
+        int posted = 0;
+        pthread_mutex_lock(&p->lock);
+        for (int i = 0; i < p->ndescs; i++) posted += p->descs[i] != NULL;
+        pthread_mutex_unlock(&p->lock);
+        uint64_t go = __atomic_load_n(&p->bell_host->go, __ATOMIC_ACQUIRE);
+        uint64_t done = __atomic_load_n(&p->processed, __ATOMIC_RELAXED);
+        zn_warn(ZN_PROXY,
+                "proxy dump:  staging thread of rank %d (GPU %d): %llu of %llu doorbell "
+                "signals run, %d descriptors posted, last run ended %.3f s ago",
+                p->cfg.rank, p->cfg.cuda_dev, (unsigned long long)done, (unsigned long long)go,
+                posted, (double)(now - atomic_load(&p->last_run_ns)) / 1e9);
+    }
+    pthread_mutex_unlock(&all_lock);
+}
+
 struct zn_dev_doorbell *zn_proxy_bell_dev(const struct zn_proxy *p)
 {
     return p->bell_dev;
@@ -137,6 +172,13 @@ uint64_t *zn_proxy_seq_dev(const struct zn_proxy *p)
 void zn_proxy_destroy(struct zn_proxy *p)
 {
     if (!p) return;
+    pthread_mutex_lock(&all_lock);
+    for (struct zn_proxy **q = &all; *q; q = &(*q)->next)
+        if (*q == p) {
+            *q = p->next;
+            break;
+        }
+    pthread_mutex_unlock(&all_lock);
     if (p->thread_started) {
         atomic_store(&p->stop, 1);
         pthread_join(p->thread, NULL);

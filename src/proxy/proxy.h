@@ -51,6 +51,10 @@ ncclResult_t zn_proxy_post(struct zn_proxy *p, void *desc, uint64_t *id);
 struct zn_dev_doorbell *zn_proxy_bell_dev(const struct zn_proxy *p);
 uint64_t *zn_proxy_seq_dev(const struct zn_proxy *p);
 
+/* Log every staging thread of the process (doorbell signals rung and run, descriptors posted,
+ * time since the last run) for the state dump. Any thread. */
+void zn_proxy_staging_dump(void);
+
 /* Stop the progress thread (the device must be idle), release what is still posted, free
  * everything. NULL is ignored. */
 void zn_proxy_destroy(struct zn_proxy *p);

@@ -5,17 +5,12 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/param.h"
-#include "util/sock.h"
 
 #include <errno.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 int zn_p2p_reach(const struct zn_tctx *ctx, const char (*bus_ids)[20], uint8_t *reach, char *why,
@@ -87,132 +82,46 @@ struct arena_info {
     uint32_t pad;
 };
 
-static void uds_name(struct sockaddr_un *a, socklen_t *len, uint64_t hash, int rank,
-                     const char *what)
+/* The process service of rank r (the proxy's, reached through ctx->svc). */
+static int svc_call(const struct zn_tctx *ctx, int r, int type, const struct zn_svc_req *req,
+                    struct zn_svc_reply *rep, uint32_t cap, ncclResult_t *status, int64_t deadline)
 {
-    memset(a, 0, sizeof(*a));
-    a->sun_family = AF_UNIX;
-    /* Abstract namespace: nothing to clean up in the file system if the process dies. */
-    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "zinc-%s-%016llx-%d", what,
-                     (unsigned long long)hash, rank);
-    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    const struct zn_peer_info *pi = &ctx->peers[r];
+    return ctx->svc->call(ctx->svc->ctx, pi->pid, pi->pid_ns, type, ctx->comm_hash, r, ctx->rank,
+                          req, rep, cap, status, deadline);
 }
 
-/* One message of len bytes with an optional file descriptor (fd < 0: none) as SCM_RIGHTS. */
-static int send_msg_fd(int sock, const void *msg, size_t len, int fd)
+/* Answers a peer's request for this rank's arena: the cuMem allocation as a file descriptor
+ * (the service thread passes it and closes its copy). */
+static ncclResult_t arena_fd_handler(void *arg, const struct zn_svc_req *req,
+                                     struct zn_svc_reply *rep)
 {
-    struct iovec iov = { .iov_base = (void *)msg, .iov_len = len };
-    char ctl[CMSG_SPACE(sizeof(int))];
-    memset(ctl, 0, sizeof(ctl));
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-    if (fd >= 0) {
-        m.msg_control = ctl;
-        m.msg_controllen = sizeof(ctl);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    return sendmsg(sock, &m, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -errno;
+    const struct zn_p2p *p = arg;
+    (void)req;
+    return zn_cumem_export_fd(&p->local, &rep->fd);
 }
 
-/* Receive one message of exactly len bytes; *fd gets a passed descriptor or -1. */
-static int recv_msg_fd(int sock, void *msg, size_t len, int *fd)
+/* Fetch peer's arena fd from its process service. The peer registered its handler before the
+ * allgather that told us about it; a service not yet listening is retried until deadline. */
+static int fetch_fd(const struct zn_tctx *ctx, int peer, int64_t deadline, int *fd)
 {
-    struct iovec iov = { .iov_base = msg, .iov_len = len };
-    char ctl[CMSG_SPACE(sizeof(int))];
-    struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)
-    };
-    *fd = -1;
-    ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    if (c && c->cmsg_type == SCM_RIGHTS) memcpy(fd, CMSG_DATA(c), sizeof(int));
-    if (n != (ssize_t)len) {
-        if (*fd >= 0) close(*fd);
-        *fd = -1;
-        return n == 0 ? -EPIPE : n < 0 ? -errno : -EPROTO;
-    }
-    return 0;
-}
-
-static int send_fd(int sock, int fd)
-{
-    char byte = 'z';
-    return send_msg_fd(sock, &byte, 1, fd);
-}
-
-static int recv_fd(int sock, int *fd)
-{
-    char byte;
-    int rc = recv_msg_fd(sock, &byte, 1, fd);
-    if (rc == 0 && *fd < 0) return -EPROTO;
-    return rc;
-}
-
-/* The next connection to one of the services below (which hand out GPU memory), if one comes
- * within 50 ms and its process runs as this user; else -1. */
-static int accept_own_user(int lfd, const char *service)
-{
-    struct pollfd p = { .fd = lfd, .events = POLLIN };
-    if (poll(&p, 1, 50) <= 0) return -1;
-    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (c < 0) return -1;
-    if (zn_sock_peer_is_self_user(c)) return c;
-    zn_warn(ZN_P2P, "p2p: refused a connection from another user to the %s service", service);
-    close(c);
-    return -1;
-}
-
-/* Serves this rank's arena fd to the peers of other processes that ask for it. */
-struct server {
-    int lfd;
-    int expected;
-    const struct zn_cumem *mem;
-    int64_t deadline;
-    const atomic_int *abort_flag;
-    int served;
-    int err;
-};
-
-static void *serve(void *arg)
-{
-    struct server *s = arg;
-    while (s->served < s->expected) {
-        if (zn_now_ns() > s->deadline || (s->abort_flag && atomic_load(s->abort_flag))) {
-            s->err = -ETIMEDOUT;
-            return NULL;
-        }
-        int c = accept_own_user(s->lfd, "arena");
-        if (c < 0) continue;
-        int fd = -1;
-        if (zn_cumem_export_fd(s->mem, &fd) == ncclSuccess) {
-            if (send_fd(c, fd) == 0) s->served++;
-            close(fd);
-        }
-        close(c);
-    }
-    return NULL;
-}
-
-static int fetch_fd(uint64_t hash, int peer, int64_t deadline, const atomic_int *abort_flag,
-                    int *fd)
-{
-    struct sockaddr_un a;
-    socklen_t len;
-    uds_name(&a, &len, hash, peer, "p2p");
     for (;;) {
-        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (s < 0) return -errno;
-        if (connect(s, (struct sockaddr *)&a, len) == 0) {
-            struct pollfd p = { .fd = s, .events = POLLIN };
-            int rc = poll(&p, 1, zn_ms_left(deadline, 60000)) > 0 ? recv_fd(s, fd) : -ETIMEDOUT;
-            close(s);
-            return rc;
+        struct zn_svc_req req = { .src = (uint32_t)ctx->rank, .fd = -1 };
+        char none[8];
+        struct zn_svc_reply rep = { .body = none, .fd = -1 };
+        ncclResult_t st = ncclSuccess;
+        int rc = svc_call(ctx, peer, ZN_SVC_ARENA_FD, &req, &rep, sizeof(none), &st, deadline);
+        if (rc == 0 && (st != ncclSuccess || rep.fd < 0)) {
+            if (rep.fd >= 0) close(rep.fd);
+            return -EPROTO;
         }
-        close(s);
-        if ((abort_flag && atomic_load(abort_flag)) || zn_now_ns() > deadline) return -ETIMEDOUT;
+        if (rc == 0) {
+            *fd = rep.fd;
+            return 0;
+        }
+        if (rc != -ECONNREFUSED) return rc;
+        if ((ctx->abort_flag && atomic_load(ctx->abort_flag)) || zn_now_ns() > deadline)
+            return -ETIMEDOUT;
         usleep(1000);
     }
 }
@@ -264,7 +173,7 @@ static ncclResult_t map_peers(struct zn_p2p *p, const struct zn_tctx *ctx,
             continue;
         }
         if (all[r].kind == 0) {
-            int fd = -1, rc = fetch_fd(ctx->comm_hash, r, deadline, ctx->abort_flag, &fd);
+            int fd = -1, rc = fetch_fd(ctx, r, deadline, &fd);
             if (rc)
                 return zn_error(ncclRemoteError, ZN_P2P,
                                 "p2p: could not get the GPU memory handle of %s: %s", who,
@@ -282,22 +191,12 @@ static ncclResult_t map_peers(struct zn_p2p *p, const struct zn_tctx *ctx,
     return ncclSuccess;
 }
 
-/* The listener of this rank's arena fd server (cuMem arenas), in *lfd (closed by the caller). */
-static ncclResult_t listen_fd_server(const struct zn_tctx *ctx, int *lfd)
-{
-    struct sockaddr_un a;
-    socklen_t len;
-    uds_name(&a, &len, ctx->comm_hash, ctx->rank, "p2p");
-    *lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (*lfd < 0 || bind(*lfd, (struct sockaddr *)&a, len) != 0 || listen(*lfd, 64) != 0)
-        return zn_error(ncclSystemError, ZN_P2P, "p2p: cannot listen on a Unix socket: %s",
-                        strerror(errno));
-    return ncclSuccess;
-}
-
 ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, const uint8_t *want,
                            struct zn_p2p **out)
 {
+    if (!ctx->svc)
+        return zn_error(ncclInternalError, ZN_P2P,
+                        "p2p: no process service to exchange GPU memory handles through");
     struct zn_p2p *p = calloc(1, sizeof(*p));
     struct arena_info *all = calloc((size_t)ctx->nranks, sizeof(*all));
     if (!p || !all) {
@@ -310,48 +209,27 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, con
     p->dev = dev;
     p->bytes = bytes;
     ncclResult_t res;
-    int lfd = -1;
-    pthread_t thr;
-    int thr_started = 0;
-    struct server srv = { .lfd = -1 };
+    int serving = 0;
     ZN_CHECK_GOTO(zn_cuda_set_device(dev), res, fail);
     ZN_CHECK_GOTO(alloc_local(p, dev, bytes, &all[ctx->rank]), res, fail);
     ZN_CHECK_GOTO(zn_cuda_bus_id(dev, all[ctx->rank].bus_id, sizeof(all[ctx->rank].bus_id)), res,
                   fail);
-    /* Listen before the allgather, so that peers that learn of us can connect at once. */
-    if (p->local_kind == 0) ZN_CHECK_GOTO(listen_fd_server(ctx, &lfd), res, fail);
-    ZN_CHECK_GOTO(zn_boot_allgather(ctx->boot, all, sizeof(*all)), res, fail);
+    /* cuMem arenas are mapped through an imported fd by every peer that maps it, in this
+     * process or not: access rights are per mapping, and each importer sets its own. The
+     * process service hands the fd out; its handler is in place before the allgather, so that
+     * peers that learn of us can ask at once, and stays until the barrier below, by which
+     * every peer has mapped what it wanted. */
     if (p->local_kind == 0) {
-        /* cuMem arenas are mapped through an imported fd by every peer that maps it, in this
-         * process or not: access rights are per mapping, and each importer sets its own. The
-         * wish lists are symmetric, so the peers that fetch ours are the ones we map. */
-        int others = 0;
-        for (int r = 0; r < ctx->nranks; r++) others += r != ctx->rank && want[r];
-        srv = (struct server){ .lfd = lfd,
-                               .expected = others,
-                               .mem = &p->local,
-                               .deadline = zn_now_ns() + zn_timeout_ns(),
-                               .abort_flag = ctx->abort_flag };
-        if (others) {
-            if (pthread_create(&thr, NULL, serve, &srv) != 0) {
-                res = zn_error(ncclSystemError, ZN_P2P, "p2p: cannot start the fd server thread");
-                goto fail;
-            }
-            thr_started = 1;
-        }
+        ZN_CHECK_GOTO(ctx->svc->serve(ctx->svc->ctx, ZN_SVC_ARENA_FD, ctx->comm_hash, ctx->rank,
+                                      arena_fd_handler, p),
+                      res, fail);
+        serving = 1;
     }
-    res = map_peers(p, ctx, all, want);
-    if (thr_started) {
-        pthread_join(thr, NULL);
-        thr_started = 0;
-        if (res == ncclSuccess && srv.err)
-            res = zn_error(ncclRemoteError, ZN_P2P,
-                           "p2p: peers did not fetch this rank's GPU memory handle in time");
-    }
-    if (res != ncclSuccess) goto fail;
+    ZN_CHECK_GOTO(zn_boot_allgather(ctx->boot, all, sizeof(*all)), res, fail);
+    ZN_CHECK_GOTO(map_peers(p, ctx, all, want), res, fail);
     /* Nobody pushes into an arena before everyone has mapped everyone. */
     ZN_CHECK_GOTO(zn_boot_barrier(ctx->boot), res, fail);
-    if (lfd >= 0) close(lfd);
+    if (serving) ctx->svc->unserve(ctx->svc->ctx, ZN_SVC_ARENA_FD, ctx->comm_hash, ctx->rank);
     free(all);
     int mapped = 0;
     for (int r = 0; r < ctx->nranks; r++) mapped += r != ctx->rank && want[r];
@@ -360,11 +238,7 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, con
     *out = p;
     return ncclSuccess;
 fail:
-    if (thr_started) {
-        srv.deadline = 0;
-        pthread_join(thr, NULL);
-    }
-    if (lfd >= 0) close(lfd);
+    if (serving) ctx->svc->unserve(ctx->svc->ctx, ZN_SVC_ARENA_FD, ctx->comm_hash, ctx->rank);
     free(all);
     zn_p2p_destroy(p);
     return res;
@@ -385,20 +259,16 @@ void zn_p2p_destroy(struct zn_p2p *p)
 }
 
 /* --- Registered buffers ------------------------------------------------------------------
- * Each rank serves a Unix socket for the life of the communicator. A rank that registers a
- * buffer sends every peer a message with the allocation's fd; the peer's service thread maps
- * it on its GPU and answers with the address it mapped it at. */
-
-enum { REG_SHARE = 1, REG_UNSHARE = 2 };
+ * Each rank has two handlers on its process service for the life of the communicator. A rank
+ * that registers a buffer sends every peer's service a request with the allocation's fd; the
+ * peer's handler maps it on the peer's GPU and answers with the address it mapped it at. */
 
 struct reg_msg {
-    uint32_t op, src, id, pad;
+    uint32_t src, id;
     uint64_t size;
 };
 
 struct reg_reply {
-    int32_t status; /* ncclResult_t */
-    uint32_t pad;
     uint64_t ptr;
 };
 
@@ -409,137 +279,128 @@ struct reg_import {
 };
 
 struct zn_p2p_reg {
-    int lfd, dev, rank;
-    pthread_t thread;
-    int started;
-    atomic_int stop;
-    struct reg_import *imp; /* the service thread's alone */
+    const struct zn_svc *svc;
+    uint64_t comm_hash;
+    int dev, rank;
+    struct reg_import *imp; /* touched by the handlers only, one at a time (service thread) */
     int nimp;
 };
 
-static void reg_serve(struct zn_p2p_reg *s, int c)
-{
-    struct pollfd p = { .fd = c, .events = POLLIN };
-    struct reg_msg m;
-    int fd = -1;
-    if (poll(&p, 1, 10000) <= 0 || recv_msg_fd(c, &m, sizeof(m), &fd) != 0) return;
-    struct reg_reply r = { .status = ncclSuccess };
-    if (m.op == REG_SHARE && fd >= 0) {
-        struct reg_import *n = realloc(s->imp, (size_t)(s->nimp + 1) * sizeof(*n));
-        struct zn_cumem mem;
-        ncclResult_t res = !n ? zn_error(ncclSystemError, ZN_P2P, "out of memory")
-                              : zn_cumem_import_fd(fd, m.size, s->dev, &mem);
-        if (n) s->imp = n;
-        if (res == ncclSuccess) {
-            s->imp[s->nimp++] = (struct reg_import){ .src = (int)m.src, .id = m.id, .mem = mem };
-            r.ptr = (uint64_t)(uintptr_t)mem.ptr;
-        } else {
-            zn_warn(ZN_P2P, "p2p: cannot map the buffer rank %u registered: %s", m.src,
-                    zn_last_error());
-            r.status = res;
-        }
-    } else if (m.op == REG_UNSHARE) {
-        for (int i = 0; i < s->nimp; i++)
-            if (s->imp[i].src == (int)m.src && s->imp[i].id == m.id) {
-                zn_cumem_free(&s->imp[i].mem);
-                s->imp[i] = s->imp[--s->nimp];
-                break;
-            }
-    } else {
-        r.status = ncclInternalError;
-    }
-    if (fd >= 0) close(fd);
-    send_msg_fd(c, &r, sizeof(r), -1);
-}
-
-static void *reg_main(void *arg)
+static ncclResult_t reg_share_handler(void *arg, const struct zn_svc_req *req,
+                                      struct zn_svc_reply *rep)
 {
     struct zn_p2p_reg *s = arg;
-    zn_log_rank = s->rank;
-    if (zn_cuda_set_device(s->dev) != ncclSuccess) return NULL;
-    while (!atomic_load(&s->stop)) {
-        int c = accept_own_user(s->lfd, "registration");
-        if (c < 0) continue;
-        reg_serve(s, c);
-        close(c);
+    struct reg_msg m;
+    if (req->len != sizeof(m) || req->fd < 0)
+        return zn_error(ncclInternalError, ZN_P2P,
+                        "p2p: a registration request from rank %u is malformed", req->src);
+    memcpy(&m, req->body, sizeof(m));
+    /* The service thread serves every GPU of the process: map on this rank's. */
+    ZN_CHECK(zn_cuda_set_device(s->dev));
+    struct reg_import *n = realloc(s->imp, (size_t)(s->nimp + 1) * sizeof(*n));
+    if (!n) return zn_error(ncclSystemError, ZN_P2P, "out of memory");
+    s->imp = n;
+    struct zn_cumem mem;
+    ncclResult_t res = zn_cumem_import_fd(req->fd, m.size, s->dev, &mem);
+    if (res != ncclSuccess) {
+        zn_warn(ZN_P2P, "p2p: cannot map the buffer rank %u registered: %s", m.src,
+                zn_last_error());
+        return res;
     }
-    return NULL;
+    s->imp[s->nimp++] = (struct reg_import){ .src = (int)m.src, .id = m.id, .mem = mem };
+    struct reg_reply r = { .ptr = (uint64_t)(uintptr_t)mem.ptr };
+    memcpy(rep->body, &r, sizeof(r));
+    rep->len = sizeof(r);
+    return ncclSuccess;
+}
+
+static ncclResult_t reg_unshare_handler(void *arg, const struct zn_svc_req *req,
+                                        struct zn_svc_reply *rep)
+{
+    struct zn_p2p_reg *s = arg;
+    struct reg_msg m;
+    (void)rep;
+    if (req->len != sizeof(m))
+        return zn_error(ncclInternalError, ZN_P2P,
+                        "p2p: a deregistration request from rank %u is malformed", req->src);
+    memcpy(&m, req->body, sizeof(m));
+    ZN_CHECK(zn_cuda_set_device(s->dev));
+    for (int i = 0; i < s->nimp; i++)
+        if (s->imp[i].src == (int)m.src && s->imp[i].id == m.id) {
+            zn_cumem_free(&s->imp[i].mem);
+            s->imp[i] = s->imp[--s->nimp];
+            break;
+        }
+    return ncclSuccess;
 }
 
 ncclResult_t zn_p2p_reg_start(const struct zn_tctx *ctx, int dev, struct zn_p2p_reg **out)
 {
+    if (!ctx->svc)
+        return zn_error(ncclInternalError, ZN_P2P,
+                        "p2p: no process service to share registered buffers through");
     struct zn_p2p_reg *s = calloc(1, sizeof(*s));
     if (!s) return zn_error(ncclSystemError, ZN_P2P, "out of memory");
-    s->dev = dev;
-    s->rank = ctx->rank;
-    struct sockaddr_un a;
-    socklen_t len;
-    uds_name(&a, &len, ctx->comm_hash, ctx->rank, "reg");
-    s->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, len) != 0 || listen(s->lfd, 64) != 0) {
-        ncclResult_t r =
-            zn_error(ncclSystemError, ZN_P2P,
-                     "p2p: cannot listen on a Unix socket for registrations: %s", strerror(errno));
-        zn_p2p_reg_stop(s);
-        return r;
-    }
-    if (pthread_create(&s->thread, NULL, reg_main, s) != 0) {
-        zn_p2p_reg_stop(s);
-        return zn_error(ncclSystemError, ZN_P2P, "p2p: cannot start the registration thread");
-    }
-    s->started = 1;
+    *s = (struct zn_p2p_reg){
+        .svc = ctx->svc, .comm_hash = ctx->comm_hash, .dev = dev, .rank = ctx->rank
+    };
+    ncclResult_t res;
+    ZN_CHECK_GOTO(
+        s->svc->serve(s->svc->ctx, ZN_SVC_REG_SHARE, s->comm_hash, s->rank, reg_share_handler, s),
+        res, err_free);
+    ZN_CHECK_GOTO(s->svc->serve(s->svc->ctx, ZN_SVC_REG_UNSHARE, s->comm_hash, s->rank,
+                                reg_unshare_handler, s),
+                  res, err_unserve_share);
     *out = s;
     return ncclSuccess;
+err_unserve_share:
+    s->svc->unserve(s->svc->ctx, ZN_SVC_REG_SHARE, s->comm_hash, s->rank);
+err_free:
+    free(s);
+    return res;
 }
 
 void zn_p2p_reg_stop(struct zn_p2p_reg *s)
 {
     if (!s) return;
-    atomic_store(&s->stop, 1);
-    if (s->started) pthread_join(s->thread, NULL);
-    if (s->lfd >= 0) close(s->lfd);
+    /* Once unserve returns no handler runs: the imports are ours alone. */
+    s->svc->unserve(s->svc->ctx, ZN_SVC_REG_SHARE, s->comm_hash, s->rank);
+    s->svc->unserve(s->svc->ctx, ZN_SVC_REG_UNSHARE, s->comm_hash, s->rank);
     for (int i = 0; i < s->nimp; i++) zn_cumem_free(&s->imp[i].mem);
     free(s->imp);
     free(s);
 }
 
-/* One request to peer's service: connect (bounded), send, wait for the answer. */
-static int reg_call(const struct zn_tctx *ctx, int peer, const struct reg_msg *m, int fd,
-                    struct reg_reply *r)
+/* One request to peer's service, bounded by ZINC_TIMEOUT. Returns 0 or a negative errno;
+ * *status is the peer handler's result. */
+static int reg_call(const struct zn_tctx *ctx, int peer, int type, const struct reg_msg *m, int fd,
+                    struct reg_reply *r, ncclResult_t *status)
 {
-    struct sockaddr_un a;
-    socklen_t len;
-    uds_name(&a, &len, ctx->comm_hash, peer, "reg");
-    int64_t deadline = zn_now_ns() + zn_timeout_ns();
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return -errno;
-    int rc = connect(s, (struct sockaddr *)&a, len) == 0 ? 0 : -errno;
-    if (rc == 0) rc = send_msg_fd(s, m, sizeof(*m), fd);
-    if (rc == 0) {
-        struct pollfd p = { .fd = s, .events = POLLIN };
-        rc = poll(&p, 1, zn_ms_left(deadline, 600000)) > 0 ? 0 : -ETIMEDOUT;
+    struct zn_svc_req req = { .src = (uint32_t)ctx->rank, .body = m, .len = sizeof(*m), .fd = fd };
+    uint8_t body[sizeof(*r)];
+    struct zn_svc_reply rep = { .body = body, .fd = -1 };
+    int rc = svc_call(ctx, peer, type, &req, &rep, sizeof(body), status, zn_deadline_from_now());
+    if (rep.fd >= 0) close(rep.fd);
+    if (rc == 0 && *status == ncclSuccess && type == ZN_SVC_REG_SHARE) {
+        if (rep.len != sizeof(*r)) return -EPROTO;
+        memcpy(r, body, sizeof(*r));
     }
-    if (rc == 0) {
-        int none = -1;
-        rc = recv_msg_fd(s, r, sizeof(*r), &none);
-        if (none >= 0) close(none);
-    }
-    close(s);
     return rc;
 }
 
 ncclResult_t zn_p2p_reg_share(const struct zn_tctx *ctx, int fd, size_t size, uint32_t id,
                               void **peer_ptr)
 {
-    struct reg_msg m = { .op = REG_SHARE, .src = (uint32_t)ctx->rank, .id = id, .size = size };
+    struct reg_msg m = { .src = (uint32_t)ctx->rank, .id = id, .size = size };
     for (int k = 1; k < ctx->nranks; k++) {
         int q = (ctx->rank + k) % ctx->nranks;
         struct reg_reply r = { 0 };
-        int rc = reg_call(ctx, q, &m, fd, &r);
-        if (rc != 0 || r.status != ncclSuccess) {
+        ncclResult_t st = ncclSuccess;
+        int rc = ctx->svc ? reg_call(ctx, q, ZN_SVC_REG_SHARE, &m, fd, &r, &st) : -ENOTCONN;
+        if (rc != 0 || st != ncclSuccess) {
             char who[128];
             zn_peer_str(ctx, q, who, sizeof(who));
-            ncclResult_t res = zn_error(rc ? ncclRemoteError : (ncclResult_t)r.status, ZN_P2P,
+            ncclResult_t res = zn_error(rc ? ncclRemoteError : st, ZN_P2P,
                                         "p2p: %s could not map the registered buffer: %s", who,
                                         rc ? strerror(-rc) : "see its log");
             /* Peers that mapped it already let go again. */
@@ -553,12 +414,13 @@ ncclResult_t zn_p2p_reg_share(const struct zn_tctx *ctx, int fd, size_t size, ui
 
 void zn_p2p_reg_unshare(const struct zn_tctx *ctx, uint32_t id, int peer)
 {
-    struct reg_msg m = { .op = REG_UNSHARE, .src = (uint32_t)ctx->rank, .id = id };
-    for (int k = 1; k < ctx->nranks; k++) {
+    struct reg_msg m = { .src = (uint32_t)ctx->rank, .id = id };
+    for (int k = 1; k < ctx->nranks && ctx->svc; k++) {
         int q = (ctx->rank + k) % ctx->nranks;
         if (peer >= 0 && q != peer) continue;
         struct reg_reply r;
-        if (reg_call(ctx, q, &m, -1, &r) != 0)
+        ncclResult_t st;
+        if (reg_call(ctx, q, ZN_SVC_REG_UNSHARE, &m, -1, &r, &st) != 0)
             zn_info(ZN_P2P, "p2p: rank %d did not answer a deregistration (gone?)", q);
     }
 }

@@ -5,10 +5,10 @@
  *
  * Each rank allocates one arena on its GPU. Peers map it:
  *  - in the same process: the pointer itself, once peer access is enabled between the devices;
- *  - in another process: a cuMem allocation exported as a POSIX file descriptor, passed over a
- *    Unix domain socket (SCM_RIGHTS) and imported; where cuMem file descriptors are not
- *    available, a cudaMalloc allocation shared with a legacy CUDA IPC handle.
- * Setup is collective over the communicator and bounded by ZINC_TIMEOUT.
+ *  - in another process: a cuMem allocation exported as a POSIX file descriptor, handed out by
+ *    the owner's process service (the proxy's Unix socket, SCM_RIGHTS; zn_tctx.svc) and imported;
+ * where cuMem file descriptors are not available, a cudaMalloc allocation shared with a legacy CUDA
+ * IPC handle. Setup is collective over the communicator and bounded by ZINC_TIMEOUT.
  */
 #ifndef ZN_TRANSPORT_P2P_H
 #define ZN_TRANSPORT_P2P_H
@@ -49,8 +49,8 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, con
                            struct zn_p2p **out);
 void zn_p2p_destroy(struct zn_p2p *p);
 
-/* Registered buffers: every rank runs a service (a thread on a Unix socket) that maps the
- * buffers its peers register, for the life of the communicator. zn_p2p_reg_share sends fd (a
+/* Registered buffers: every rank has handlers on its process service (zn_tctx.svc) that map
+ * the buffers its peers register, for the life of the communicator. zn_p2p_reg_share sends fd (a
  * cuMem allocation of size bytes, exported as a POSIX fd) to every peer and returns where each
  * one mapped it (peer_ptr[r]; own entry untouched); no peer keeps it if one fails.
  * zn_p2p_reg_unshare asks peer (or every peer, -1) to unmap it. Neither needs the peers'

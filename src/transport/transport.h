@@ -21,6 +21,7 @@
 #define ZN_TRANSPORT_H
 
 #include "bootstrap/bootstrap.h"
+#include "svc.h"
 #include "nccl.h"
 
 #include <stdatomic.h>
@@ -51,6 +52,7 @@ struct zn_tctx {
     struct zn_boot *boot;             /* out-of-band allgather / send / recv */
     uint64_t comm_hash;               /* unique per communicator: names shm segments etc. */
     const atomic_int *abort_flag;
+    const struct zn_svc *svc; /* the process service (NULL: none, e.g. host-only tests) */
 };
 
 enum zn_req_state { ZN_REQ_PENDING = 0, ZN_REQ_DONE = 1 };

@@ -90,4 +90,6 @@ ZN_PARAM(ib_dmabuf,     BOOL, "ZINC_DMABUF_ENABLE", "NCCL_DMABUF_ENABLE", "1",
          "register GPU memory exported as dmabuf with ibv_reg_dmabuf_mr where the kernel and NIC support it")
 ZN_PARAM(ibverbs_lib,   STR,  "ZINC_IBVERBS_LIB",   NULL,                 "",
          "tests only: load this library instead of libibverbs.so.1 (tests/ibemu's emulation)")
+ZN_PARAM(proxy_dump_signal, INT, "ZINC_PROXY_DUMP_SIGNAL", "NCCL_PROXY_DUMP_SIGNAL", "0",
+         "signal number that makes the process print its proxy's state (clients, pending net ops, peers, last progress); 0: off. zinc-info --dump PID sends it")
 /* clang-format on */
