@@ -20,6 +20,7 @@ struct msc_proxy {
     pthread_t thread;
     atomic_int stop;
     int running;
+    int has_net;   /* some connection is IB: progress zinc's nets too */
     uint64_t tail; /* triggers consumed */
     ncclResult_t error;
 };
@@ -29,7 +30,16 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
 
 ncclResult_t zn_msc_proxy_progress(struct mscclppComm *c, int *progressed)
 {
-    return c->proxy && c->fifo_host ? proxy_poll(c, c->proxy, progressed) : ncclSuccess;
+    struct msc_proxy *p = c->proxy;
+    if (!p) return ncclSuccess;
+    if (p->has_net) {
+        /* IB connections: post receives and move queued sends on, so that peers' puts land
+         * while this rank's threads do other work. */
+        pthread_mutex_lock(&c->net_lock);
+        zn_msc_net_progress(c);
+        pthread_mutex_unlock(&c->net_lock);
+    }
+    return c->fifo_host ? proxy_poll(c, p, progressed) : ncclSuccess;
 }
 
 static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *progressed)
@@ -88,6 +98,13 @@ static ncclResult_t check_peers(struct mscclppComm *c)
     return ncclSuccess;
 }
 
+/* Make every device wait give up rather than spin until the deadline (P2P only: without one
+ * there is no abort word and no kernel waiting). */
+static void raise_abort(struct mscclppComm *c)
+{
+    if (c->abort_word) __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
+}
+
 static void *proxy_thread(void *arg)
 {
     struct msc_proxy *p = arg;
@@ -96,7 +113,7 @@ static void *proxy_thread(void *arg)
     /* The copies run on the communicator's GPU, whatever this new thread's default is. */
     if (c->cuda_dev >= 0 && zn_cuda_set_device(c->cuda_dev) != ncclSuccess) {
         p->error = ncclUnhandledCudaError;
-        __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
+        raise_abort(c);
         return NULL;
     }
     uint32_t idle = 0;
@@ -106,13 +123,13 @@ static void *proxy_thread(void *arg)
         if (res != ncclSuccess) {
             /* Make every device wait give up rather than spin until the deadline. */
             p->error = res;
-            __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
+            raise_abort(c);
             break;
         }
         if (!progressed && ++idle > 1024) {
             sched_yield();
             if ((idle & 1023) == 0 && (p->error = check_peers(c)) != ncclSuccess) {
-                __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
+                raise_abort(c);
                 break;
             }
         } else if (progressed) {
@@ -135,12 +152,14 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
     if (res != ncclSuccess) return zn_msc_res(res);
     p->comm = comm;
     int has_fifo = 0;
-    for (int i = 0; i < comm->nsetup; i++)
+    for (int i = 0; i < comm->nsetup; i++) {
         has_fifo |= comm->host[i].transport == mscclppTransportP2P;
-    /* SHM connections are driven by host threads: nothing to consume without a P2P one. */
+        p->has_net |= comm->host[i].transport == mscclppTransportIB;
+    }
+    /* SHM connections are driven by host threads: nothing to do without a P2P or IB one. */
     /* Published before the thread starts: it reads comm->proxy. */
     comm->proxy = p;
-    if (has_fifo && comm->fifo_host) {
+    if ((has_fifo && comm->fifo_host) || p->has_net) {
         if (pthread_create(&p->thread, NULL, proxy_thread, p) != 0) {
             comm->proxy = NULL;
             free(p);
@@ -156,6 +175,8 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
 static ncclResult_t proxy_report(struct mscclppComm *c, struct msc_proxy *p)
 {
     if (p->error != ncclSuccess) return p->error;
+    ncclResult_t net = zn_msc_net_error(c);
+    if (net != ncclSuccess) return net;
     uint32_t e = c->error_word ? __atomic_load_n(c->error_word, __ATOMIC_ACQUIRE) : 0;
     if (!e) return ncclSuccess;
     static const char *what[] = { "?", "found no free FIFO slot", "saw no flush complete",
