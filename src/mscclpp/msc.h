@@ -141,6 +141,11 @@ ncclResult_t zn_msc_shm_buf_open(struct mscclppComm *c, int peer, const struct z
 ncclResult_t zn_msc_p2p_prepare(struct mscclppComm *c, int i, void *desc);
 ncclResult_t zn_msc_p2p_attach(struct mscclppComm *c, int i, const void *peer_desc);
 
+/* Point connection i's FIFO fields at the communicator's FIFO (made on first use). */
+ncclResult_t zn_msc_p2p_fifo(struct mscclppComm *c, int i);
+/* Copy between host and device on the proxy's stream and wait for it (net staging). */
+ncclResult_t zn_msc_p2p_copy_sync(struct mscclppComm *c, void *dst, const void *src,
+                                  uint64_t size);
 /* Copy a FIFO data trigger of connection i on the proxy's stream (asynchronous). */
 ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uint64_t src_off,
                              uint64_t size);
@@ -173,6 +178,10 @@ ncclResult_t zn_msc_net_error(struct mscclppComm *c);
 ncclResult_t zn_msc_net_enqueue(struct zn_msc_conn *h, uint32_t kind, uint64_t dst_off,
                                 uint64_t src_off, uint64_t size, const char *fn);
 ncclResult_t zn_msc_net_wait(struct zn_msc_conn *h);
+/* A FIFO trigger (mscclppfifo.h type bits) of IB connection i with a GPU buffer, from the proxy:
+ * blocks until the data is staged and queued (and, for a flush, sent). */
+ncclResult_t zn_msc_net_trigger(struct mscclppComm *c, int i, uint64_t type, uint64_t dst_off,
+                                uint64_t src_off, uint64_t size);
 ncclResult_t zn_msc_net_flush(struct zn_msc_conn *h);
 void zn_msc_net_free(struct zn_msc_conn *h);
 

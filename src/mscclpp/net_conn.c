@@ -17,7 +17,13 @@
  * so operations are queued per connection and moved on by zn_msc_net_progress, which goes over
  * every net connection of the communicator under one lock: from libmscclpp's proxy thread and
  * from host threads in zincConnWait / zincConnFlush (so that a rank waiting on one peer keeps
- * its sends to the others and its receives moving). Host buffers only, for now.
+ * its sends to the others and its receives moving).
+ *
+ * GPU buffers: kernels push FIFO triggers (the communicator's FIFO, as for P2P); the proxy
+ * copies each put's range into a pinned host mirror of the buffer and queues it (the net reads
+ * host memory: the socket net cannot take GPU pointers), and the receiving side copies landed
+ * data from its mirror into the GPU buffer before it raises the signal word, which lives in
+ * mapped pinned memory so that kernels' waits see it.
  */
 #include "msc.h"
 #include "net/net.h"
@@ -58,8 +64,18 @@ struct net_conn {
     struct net_hdr rhdr;
     void *rreq;
     int rstate; /* 0 nothing posted, 1 header posted, 2 data posted */
+    /* The signal words and waitEpochId: here for host buffers; in mapped pinned memory for a
+     * GPU buffer (kernels wait on them), sigp / waitp then being the host's view. */
     struct mscclppDevConnSignalEpochId sig;
     uint64_t wait_epoch;
+    struct mscclppDevConnSignalEpochId *sigp;
+    uint64_t *waitp;
+    uint64_t sent_epoch; /* signals queued: the epoch the next signal header carries */
+    /* What the net reads and writes: localBuff, or for a GPU buffer a pinned host mirror that
+     * the proxy stages through. */
+    char *hostbuf;
+    int gpu;
+    void *words;        /* pinned: the GPU case's signal slot */
     ncclResult_t error; /* sticky: the first failure of this connection */
     int closed;         /* the peer closed its side while nothing was owed to this side */
 };
@@ -110,9 +126,27 @@ ncclResult_t zn_msc_net_declare(struct mscclppComm *c, int i, const char *ib_dev
         return res;
     }
     h->net = n;
-    zn_info(ZN_NET, "mscclpp: connection to rank %d tag %d over net %s, device %d",
-            h->remote_rank, h->tag, n->net->name, n->dev);
+    zn_info(ZN_NET, "mscclpp: connection to rank %d tag %d over net %s, device %d", h->remote_rank,
+            h->tag, n->net->name, n->dev);
     return ncclSuccess;
+}
+
+/* A GPU buffer: kernels push triggers into the communicator's FIFO; the net moves the data
+ * through a pinned mirror of the buffer; the signal words are mapped pinned memory. */
+static ncclResult_t gpu_prepare(struct mscclppComm *c, int i)
+{
+    struct zn_msc_conn *h = &c->host[i];
+    struct net_conn *n = h->net;
+    void *words_dev, *mirror_dev;
+    ZN_CHECK(zn_cuda_host_alloc(&n->words, &words_dev, ZN_MSC_SIGNAL_SLOT));
+    memset(n->words, 0, ZN_MSC_SIGNAL_SLOT);
+    n->sigp = n->words;
+    n->waitp = (uint64_t *)((char *)n->words + 16);
+    c->dev[i].localSignalEpochId = words_dev;
+    c->dev[i].waitEpochId = (uint64_t *)((char *)words_dev + 16);
+    ZN_CHECK(zn_cuda_host_alloc((void **)&n->hostbuf, &mirror_dev, h->local_size));
+    n->gpu = 1;
+    return zn_msc_p2p_fifo(c, i);
 }
 
 ncclResult_t zn_msc_net_prepare(struct mscclppComm *c, int i, void *desc)
@@ -121,15 +155,17 @@ ncclResult_t zn_msc_net_prepare(struct mscclppComm *c, int i, void *desc)
     struct net_conn *n = h->net;
     void *base;
     size_t alloc;
-    if (zn_cuda_mem_range(c->dev[i].localBuff, &base, &alloc) == 0)
-        return zn_error(ncclInvalidUsage, ZN_NET,
-                        "connection to rank %d tag %d: transport IB over zinc's nets serves host "
-                        "buffers for now, and %p is GPU memory",
-                        h->remote_rank, h->tag, c->dev[i].localBuff);
+    if (zn_cuda_mem_range(c->dev[i].localBuff, &base, &alloc) == 0) {
+        ZN_CHECK(gpu_prepare(c, i));
+    } else {
+        n->hostbuf = c->dev[i].localBuff;
+        n->sigp = &n->sig;
+        n->waitp = &n->wait_epoch;
+        c->dev[i].localSignalEpochId = &n->sig;
+        c->dev[i].waitEpochId = &n->wait_epoch;
+    }
     ZN_CHECK(n->net->ops->listen(n->net->ctx, n->dev, n->my_handle, &n->listen));
     memcpy(desc, n->my_handle, NCCL_NET_HANDLE_MAXSIZE);
-    c->dev[i].localSignalEpochId = &n->sig;
-    c->dev[i].waitEpochId = &n->wait_epoch;
     return ncclSuccess;
 }
 
@@ -146,7 +182,7 @@ static ncclResult_t register_bufs(struct mscclppComm *c, int i)
     struct zn_msc_conn *h = &c->host[i];
     struct net_conn *n = h->net;
     const ncclNet_t *o = n->net->ops;
-    void *buf = c->dev[i].localBuff;
+    void *buf = n->hostbuf;
     ZN_CHECK(o->regMr(n->send, buf, h->local_size, NCCL_PTR_HOST, &n->mh_send_buf));
     ZN_CHECK(o->regMr(n->send, n->ops, sizeof(n->ops), NCCL_PTR_HOST, &n->mh_ops));
     ZN_CHECK(o->regMr(n->recv, buf, h->local_size, NCCL_PTR_HOST, &n->mh_recv_buf));
@@ -205,7 +241,7 @@ static ncclResult_t send_progress(struct zn_msc_conn *h)
             op->ddone = !(op->hdr.kind & HDR_DATA);
         }
         if (!op->ddone && !op->dreq) {
-            char *src = (char *)h->comm->dev[h->idx].localBuff + op->src_off;
+            char *src = n->hostbuf + op->src_off;
             if (o->isend(n->send, src, op->hdr.size, 0, n->mh_send_buf, NULL, &op->dreq))
                 return net_err(h, ncclSystemError, "sending data");
             if (!op->dreq) break;
@@ -245,13 +281,31 @@ static ncclResult_t recv_header(struct zn_msc_conn *h)
                                          h->remote_rank, h->tag, (unsigned long long)r->size,
                                          (unsigned long long)r->off,
                                          (unsigned long long)h->local_size));
-        char *dst = (char *)h->comm->dev[h->idx].localBuff + r->off;
+        char *dst = n->hostbuf + r->off;
         if (post_recv(n, dst, r->size, n->mh_recv_buf))
             return net_err(h, ncclSystemError, "receiving data");
         n->rstate = n->rreq ? 2 : 3; /* 3: the data receive is still to be posted */
         return ncclSuccess;
     }
-    if (r->kind & HDR_SIGNAL) __atomic_store_n(&n->sig.proxy, r->epoch, __ATOMIC_RELEASE);
+    if (r->kind & HDR_SIGNAL) __atomic_store_n(&n->sigp->proxy, r->epoch, __ATOMIC_RELEASE);
+    n->rstate = 0;
+    return ncclSuccess;
+}
+
+/* The data of the current header landed: into the GPU buffer from the mirror, then the
+ * signal it carries (so a kernel that sees the signal sees the data). */
+static ncclResult_t recv_data_done(struct zn_msc_conn *h)
+{
+    struct net_conn *n = h->net;
+    n->rreq = NULL;
+    if (n->gpu) {
+        char *dst = (char *)h->comm->dev[h->idx].localBuff + n->rhdr.off;
+        ncclResult_t res =
+            zn_msc_p2p_copy_sync(h->comm, dst, n->hostbuf + n->rhdr.off, n->rhdr.size);
+        if (res != ncclSuccess) return conn_fail(h, res);
+    }
+    if (n->rhdr.kind & HDR_SIGNAL)
+        __atomic_store_n(&n->sigp->proxy, n->rhdr.epoch, __ATOMIC_RELEASE);
     n->rstate = 0;
     return ncclSuccess;
 }
@@ -267,7 +321,7 @@ static ncclResult_t recv_progress(struct zn_msc_conn *h)
             if (!n->rreq) return ncclSuccess;
             n->rstate = 1;
         } else if (n->rstate == 3) {
-            char *dst = (char *)h->comm->dev[h->idx].localBuff + n->rhdr.off;
+            char *dst = n->hostbuf + n->rhdr.off;
             if (post_recv(n, dst, n->rhdr.size, n->mh_recv_buf))
                 return net_err(h, ncclSystemError, "receiving data");
             if (!n->rreq) return ncclSuccess;
@@ -284,10 +338,7 @@ static ncclResult_t recv_progress(struct zn_msc_conn *h)
         if (n->rstate == 1) {
             ZN_CHECK(recv_header(h));
         } else {
-            n->rreq = NULL;
-            if (n->rhdr.kind & HDR_SIGNAL)
-                __atomic_store_n(&n->sig.proxy, n->rhdr.epoch, __ATOMIC_RELEASE);
-            n->rstate = 0;
+            ZN_CHECK(recv_data_done(h));
         }
     }
 }
@@ -368,7 +419,7 @@ static int all_sent(struct zn_msc_conn *h, uint64_t upto)
 
 static int signal_seen(struct zn_msc_conn *h, uint64_t want)
 {
-    return __atomic_load_n(&((struct net_conn *)h->net)->sig.proxy, __ATOMIC_ACQUIRE) >= want;
+    return __atomic_load_n(&((struct net_conn *)h->net)->sigp->proxy, __ATOMIC_ACQUIRE) >= want;
 }
 
 /* Queue one operation (kind HDR_*) on connection h; the caller checked the ranges. */
@@ -387,9 +438,9 @@ ncclResult_t zn_msc_net_enqueue(struct zn_msc_conn *h, uint32_t kind, uint64_t d
     op->hdr.size = size;
     op->src_off = src_off;
     if (kind & HDR_SIGNAL) {
-        uint64_t e = __atomic_load_n(&n->sig.device, __ATOMIC_RELAXED) + 1;
-        __atomic_store_n(&n->sig.device, e, __ATOMIC_RELAXED);
-        op->hdr.epoch = e;
+        /* Kernels raise `device` themselves; the header counts signals here. */
+        op->hdr.epoch = ++n->sent_epoch;
+        if (!n->gpu) __atomic_store_n(&n->sigp->device, n->sent_epoch, __ATOMIC_RELAXED);
     }
     n->queued++;
     zn_msc_net_progress(h->comm);
@@ -400,9 +451,26 @@ ncclResult_t zn_msc_net_enqueue(struct zn_msc_conn *h, uint32_t kind, uint64_t d
 ncclResult_t zn_msc_net_wait(struct zn_msc_conn *h)
 {
     struct net_conn *n = h->net;
-    uint64_t want = n->wait_epoch + 1;
+    uint64_t want = *n->waitp + 1;
     ZN_CHECK(poll_until(h, "zincConnWait", signal_seen, want));
-    n->wait_epoch = want;
+    *n->waitp = want;
+    return ncclSuccess;
+}
+
+ncclResult_t zn_msc_net_trigger(struct mscclppComm *c, int i, uint64_t type, uint64_t dst_off,
+                                uint64_t src_off, uint64_t size)
+{
+    struct zn_msc_conn *h = &c->host[i];
+    struct net_conn *n = h->net;
+    uint32_t kind = ((type & mscclppData) ? HDR_DATA : 0) | ((type & mscclppFlag) ? HDR_SIGNAL : 0);
+    if (kind & HDR_DATA) {
+        /* The mirror range may still be read by an earlier send: let those finish first. */
+        ZN_CHECK(poll_until(h, "proxy put", all_sent, n->queued));
+        ZN_CHECK(zn_msc_p2p_copy_sync(c, n->hostbuf + src_off,
+                                      (char *)c->dev[i].localBuff + src_off, size));
+    }
+    if (kind) ZN_CHECK(zn_msc_net_enqueue(h, kind, dst_off, src_off, size, "proxy"));
+    if (type & mscclppSync) ZN_CHECK(poll_until(h, "proxy flush", all_sent, n->queued));
     return ncclSuccess;
 }
 
@@ -429,6 +497,8 @@ void zn_msc_net_free(struct zn_msc_conn *h)
         (void)o->closeRecv(n->recv);
     }
     if (n->listen) (void)o->closeListen(n->listen);
+    if (n->gpu) zn_cuda_host_free(n->hostbuf);
+    if (n->words) zn_cuda_host_free(n->words);
     free(n);
     h->net = NULL;
 }

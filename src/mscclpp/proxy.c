@@ -38,6 +38,9 @@ ncclResult_t zn_msc_proxy_progress(struct mscclppComm *c, int *progressed)
         pthread_mutex_lock(&c->net_lock);
         zn_msc_net_progress(c);
         pthread_mutex_unlock(&c->net_lock);
+        /* Kernels (GPU buffers) cannot see a connection's error: stop and abort their waits. */
+        ncclResult_t res = c->fifo_host ? zn_msc_net_error(c) : ncclSuccess;
+        if (res != ncclSuccess) return res;
     }
     return c->fifo_host ? proxy_poll(c, p, progressed) : ncclSuccess;
 }
@@ -52,9 +55,10 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
     mscclppTrigger t = { .value = { w0, w1 } };
     int i = (int)t.fields.connId;
     ncclResult_t res = ncclSuccess;
-    if (i >= c->nsetup || c->host[i].transport != mscclppTransportP2P)
+    int net = i < c->nsetup && c->host[i].transport == mscclppTransportIB;
+    if (i >= c->nsetup || (c->host[i].transport != mscclppTransportP2P && !net))
         res = zn_error(ncclInvalidUsage, ZN_PROXY,
-                       "proxy: a trigger names connection %d, which is not a set-up P2P "
+                       "proxy: a trigger names connection %d, which is not a set-up P2P or IB "
                        "connection (%d set up)",
                        i, c->nsetup);
     if (res == ncclSuccess && (t.fields.type & mscclppData)) {
@@ -68,11 +72,16 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
                            h->remote_rank, h->tag, (unsigned long long)n, (unsigned long long)src,
                            (unsigned long long)dst, (unsigned long long)h->local_size,
                            (unsigned long long)h->remote_size);
-        else
+        else if (!net)
             res = zn_msc_p2p_copy(c, i, dst, src, n);
     }
-    if (res == ncclSuccess && (t.fields.type & mscclppFlag)) res = zn_msc_p2p_signal(c, i);
-    if (res == ncclSuccess && (t.fields.type & mscclppSync)) res = zn_msc_p2p_sync(c);
+    if (res == ncclSuccess && net) {
+        res = zn_msc_net_trigger(c, i, t.fields.type, t.fields.dstDataOffset,
+                                 t.fields.srcDataOffset, t.fields.dataSize);
+    } else {
+        if (res == ncclSuccess && (t.fields.type & mscclppFlag)) res = zn_msc_p2p_signal(c, i);
+        if (res == ncclSuccess && (t.fields.type & mscclppSync)) res = zn_msc_p2p_sync(c);
+    }
     slot[0] = 0;
     p->tail++;
     /* The GPU reads the tail over PCIe: publish it only every few triggers, and at once after
@@ -83,13 +92,16 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
     return res;
 }
 
-/* A peer of a P2P connection that exited will never signal: say so, so that the kernels
- * waiting for it give up (abort word) and mscclppProxyStop reports it. */
+/* A peer of a P2P connection (or an IB one, where kernels wait) that exited will never
+ * signal: say so, so that the kernels waiting for it give up (abort word) and
+ * mscclppProxyStop reports it. */
 static ncclResult_t check_peers(struct mscclppComm *c)
 {
     for (int i = 0; i < c->nsetup; i++) {
         int r = c->host[i].remote_rank;
-        if (c->host[i].transport != mscclppTransportP2P || !zn_peer_dead(c->watch, r)) continue;
+        if (c->host[i].transport == mscclppTransportSHM || !c->fifo_host ||
+            !zn_peer_dead(c->watch, r))
+            continue;
         char who[160];
         zn_peer_str(&c->tctx, r, who, sizeof(who));
         return zn_error(ncclRemoteError, ZN_PROXY, "proxy: %s (connection tag %d) has exited", who,
@@ -151,11 +163,10 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
     ncclResult_t res = zn_calloc(&p, 1, "proxy");
     if (res != ncclSuccess) return zn_msc_res(res);
     p->comm = comm;
-    int has_fifo = 0;
-    for (int i = 0; i < comm->nsetup; i++) {
-        has_fifo |= comm->host[i].transport == mscclppTransportP2P;
+    /* A FIFO exists once a P2P connection or an IB one over a GPU buffer does. */
+    int has_fifo = comm->fifo_host != NULL;
+    for (int i = 0; i < comm->nsetup; i++)
         p->has_net |= comm->host[i].transport == mscclppTransportIB;
-    }
     /* SHM connections are driven by host threads: nothing to do without a P2P or IB one. */
     /* Published before the thread starts: it reads comm->proxy. */
     comm->proxy = p;
