@@ -1,8 +1,8 @@
 // msc-perf: latency and bandwidth of MSCCL++ connections on zinc's libmscclpp.so, printed in
 // nccl-tests' format so the tables line up with zinc-perf's and NCCL's.
 //
-//   zinc-run -n N msc-perf -o pingpong|allgather -t shm|net|direct|proxy [-b 8] [-e 64M]
-//                          [-f 2] [-n 20] [-w 5] [-c 1] [-H hosts]
+//   zinc-run -n N msc-perf -o pingpong|allgather -t shm|net|direct|proxy|gpunet [-b 8]
+//                          [-e 64M] [-f 2] [-n 20] [-w 5] [-c 1] [-H hosts]
 //
 //   pingpong   rank 0 put + signal -> rank 1 wait, and back: "time" is half the round trip
 //   allgather  every rank puts its slice (size / nranks) into every peer, signals, waits for
@@ -13,6 +13,7 @@
 //   -t net     host memory, mscclppTransportIB over the net zinc picks (ZINC_NET: IB, else
 //              Socket), libmscclpp's proxy running; -H K puts rank r on "host" r % K
 //              (ZINC_HOSTID) to stand for K machines
+//   -t gpunet  the proxy kernels on GPU buffers over mscclppTransportIB (a CUDA build)
 //   -c 1       checks the data of one extra run at each size (#wrong)
 #include "msc-perf.h"
 #include "zinc.h"
@@ -118,10 +119,10 @@ int main(int argc, char **argv)
         case 'c': check = atoi(optarg); break;
         case 'H': hosts = atoi(optarg); break;
         default:
-            fprintf(stderr,
-                    "usage: zinc-run -n N msc-perf -o pingpong|allgather -t shm|net|direct|proxy "
-                    "[-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c check] "
-                    "[-H hosts]\n");
+            fprintf(stderr, "usage: zinc-run -n N msc-perf -o pingpong|allgather -t "
+                            "shm|net|direct|proxy|gpunet "
+                            "[-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c check] "
+                            "[-H hosts]\n");
             return 2;
         }
     }
@@ -135,7 +136,8 @@ int main(int argc, char **argv)
     rank = atoi(r);
     nranks = atoi(n);
     int pingpong = !strcmp(op, "pingpong"), net = !strcmp(tr, "net"),
-        gpu = strcmp(tr, "shm") != 0 && !net, mode = !strcmp(tr, "proxy");
+        gpunet = !strcmp(tr, "gpunet"), gpu = strcmp(tr, "shm") != 0 && !net,
+        mode = !strcmp(tr, "proxy") || gpunet;
     if (hosts > 0) {
         // Before the communicator exists: the host identity is read when it is made.
         char id[32];
@@ -152,7 +154,7 @@ int main(int argc, char **argv)
     CHECK(mscclppCommInitRank(&s.comm, nranks, ip, rank));
     MscPerfGpu *g = nullptr;
     if (gpu) {
-        g = mscPerfGpuSetup(s.comm, rank, nranks, maxb);
+        g = mscPerfGpuSetup(s.comm, rank, nranks, maxb, gpunet);
         if (!g) return 2;
         CHECK(mscclppProxyLaunch(s.comm));
     } else {
@@ -230,9 +232,9 @@ int main(int argc, char **argv)
 
 #ifndef ZINC_MSC_PERF_CUDA
 // A build without CUDA: the GPU transports are not there.
-MscPerfGpu *mscPerfGpuSetup(mscclppComm_t, int, int, size_t)
+MscPerfGpu *mscPerfGpuSetup(mscclppComm_t, int, int, size_t, int)
 {
-    fprintf(stderr, "msc-perf: -t direct|proxy needs a build with CUDA\n");
+    fprintf(stderr, "msc-perf: -t direct|proxy|gpunet needs a build with CUDA\n");
     return nullptr;
 }
 double mscPerfGpuRun(MscPerfGpu *, int, size_t, int, int)
