@@ -174,6 +174,8 @@ ncclResult_t zn_msc_net_establish(struct mscclppComm *c);
  * that fails keeps its error (reported by the calls on it, and by zn_msc_net_error). */
 void zn_msc_net_progress(struct mscclppComm *c);
 ncclResult_t zn_msc_net_error(struct mscclppComm *c);
+/* Whether h is an IB connection whose peer closed its side (exited or destroyed its comm). */
+int zn_msc_net_closed(struct zn_msc_conn *h);
 /* Host operations (zincConn*): kind is 1 data, 2 signal or both; ranges checked by the caller. */
 ncclResult_t zn_msc_net_enqueue(struct zn_msc_conn *h, uint32_t kind, uint64_t dst_off,
                                 uint64_t src_off, uint64_t size, const char *fn);

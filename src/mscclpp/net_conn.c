@@ -201,8 +201,12 @@ ncclResult_t zn_msc_net_establish(struct mscclppComm *c)
             struct net_conn *n = h->net;
             if (h->transport != mscclppTransportIB) continue;
             const ncclNet_t *o = n->net->ops;
-            if (!n->send) ZN_CHECK(o->connect(n->net->ctx, n->dev, n->peer_handle, &n->send, NULL));
-            if (!n->recv) ZN_CHECK(o->accept(n->listen, &n->recv, NULL));
+            if ((!n->send && o->connect(n->net->ctx, n->dev, n->peer_handle, &n->send, NULL)) ||
+                (!n->recv && o->accept(n->listen, &n->recv, NULL)))
+                return zn_error(ncclSystemError, ZN_NET,
+                                "mscclppConnectionSetup: connecting to rank %d tag %d over net %s "
+                                "failed (the net's message above says why)",
+                                h->remote_rank, h->tag, n->net->name);
             if (n->send && n->recv && n->listen) {
                 ZN_CHECK(o->closeListen(n->listen));
                 n->listen = NULL;
@@ -353,6 +357,11 @@ void zn_msc_net_progress(struct mscclppComm *c)
         if (n->error != ncclSuccess || n->closed) continue;
         if (send_progress(h) == ncclSuccess) (void)recv_progress(h);
     }
+}
+
+int zn_msc_net_closed(struct zn_msc_conn *h)
+{
+    return h->transport == mscclppTransportIB && ((struct net_conn *)h->net)->closed;
 }
 
 ncclResult_t zn_msc_net_error(struct mscclppComm *c)

@@ -99,6 +99,11 @@ static ncclResult_t check_peers(struct mscclppComm *c)
 {
     for (int i = 0; i < c->nsetup; i++) {
         int r = c->host[i].remote_rank;
+        /* An IB peer on another host that closed its connection: kernels waiting on it give
+         * up (and record which connection); no error of the proxy's own, since a peer that
+         * finished and destroyed its communicator closes the same way. */
+        if (c->fifo_host && c->abort_word && zn_msc_net_closed(&c->host[i]))
+            __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
         if (c->host[i].transport == mscclppTransportSHM || !c->fifo_host ||
             !zn_peer_dead(c->watch, r))
             continue;
