@@ -180,6 +180,9 @@ int zn_msc_net_closed(struct zn_msc_conn *h);
 ncclResult_t zn_msc_net_enqueue(struct zn_msc_conn *h, uint32_t kind, uint64_t dst_off,
                                 uint64_t src_off, uint64_t size, const char *fn);
 ncclResult_t zn_msc_net_wait(struct zn_msc_conn *h);
+/* Refuse a host put on a connection whose buffer is GPU memory (the net sends a mirror that
+ * only the proxy fills). */
+ncclResult_t zn_msc_net_host_put(struct zn_msc_conn *h, const char *fn);
 /* A FIFO trigger (mscclppfifo.h type bits) of IB connection i with a GPU buffer, from the proxy:
  * blocks until the data is staged and queued (and, for a flush, sent). */
 ncclResult_t zn_msc_net_trigger(struct mscclppComm *c, int i, uint64_t type, uint64_t dst_off,

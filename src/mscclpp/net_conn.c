@@ -359,6 +359,15 @@ void zn_msc_net_progress(struct mscclppComm *c)
     }
 }
 
+ncclResult_t zn_msc_net_host_put(struct zn_msc_conn *h, const char *fn)
+{
+    if (!((struct net_conn *)h->net)->gpu) return ncclSuccess;
+    return zn_error(ncclInvalidUsage, ZN_NET,
+                    "%s to rank %d tag %d: the connection's buffer is GPU memory; host threads "
+                    "put from host buffers (kernels use the device methods)",
+                    fn, h->remote_rank, h->tag);
+}
+
 int zn_msc_net_closed(struct zn_msc_conn *h)
 {
     return h->transport == mscclppTransportIB && ((struct net_conn *)h->net)->closed;

@@ -251,8 +251,10 @@ ZN_MSC_EXPORT ncclResult_t zincConnPut(struct mscclppDevConn *conn, uint64_t dst
     struct zn_msc_conn *h;
     ZN_CHECK(host_conn(conn, "zincConnPut", &h));
     ZN_CHECK(check_put(h, "zincConnPut", dstOffset, srcOffset, size));
-    if (h->transport == mscclppTransportIB)
+    if (h->transport == mscclppTransportIB) {
+        ZN_CHECK(zn_msc_net_host_put(h, "zincConnPut"));
         return zn_msc_net_enqueue(h, 1, dstOffset, srcOffset, size, "zincConnPut");
+    }
     ZN_CHECK(peer_alive(h, "zincConnPut"));
     memcpy((char *)conn->remoteBuff + dstOffset, (const char *)conn->localBuff + srcOffset, size);
     return ncclSuccess;
@@ -279,6 +281,7 @@ ZN_MSC_EXPORT ncclResult_t zincConnPutWithSignal(struct mscclppDevConn *conn, ui
     if (h->transport == mscclppTransportIB) {
         /* One header carries both: the signal lands with the data. */
         ZN_CHECK(check_put(h, "zincConnPutWithSignal", dstOffset, srcOffset, size));
+        ZN_CHECK(zn_msc_net_host_put(h, "zincConnPutWithSignal"));
         return zn_msc_net_enqueue(h, 3, dstOffset, srcOffset, size, "zincConnPutWithSignal");
     }
     ZN_CHECK(zincConnPut(conn, dstOffset, srcOffset, size));
