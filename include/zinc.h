@@ -45,6 +45,13 @@ ncclResult_t zincCommIsHost(const ncclComm_t comm, int *isHost);
  *                          died is reported as ncclRemoteError naming it)
  *   zincConnFlush          puts are complete on return already; reports a dead peer
  * One thread at a time per connection and direction, as with MSCCL++'s device methods.
+ *
+ * mscclppTransportIB connections (between hosts, over zinc's IB or socket net) take the same
+ * functions on any host buffer: a put is queued and sent by the net (leave its source range
+ * unchanged until zincConnFlush returns), the peer lands it after checking the range against
+ * its own buffer, and a signal reaches the peer after every put before it. zincConnWait and
+ * zincConnFlush move every IB connection of the communicator on while they wait, as does the
+ * thread of mscclppProxyLaunch.
  */
 struct mscclppComm;
 struct mscclppDevConn;

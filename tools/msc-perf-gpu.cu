@@ -33,7 +33,7 @@ struct MscPerfGpu {
         }                                                                                  \
     } while (0)
 
-MscPerfGpu *mscPerfGpuSetup(mscclppComm_t comm, int rank, int nranks, size_t bytes)
+MscPerfGpu *mscPerfGpuSetup(mscclppComm_t comm, int rank, int nranks, size_t bytes, int net)
 {
     int ndev = 0;
     CUDA_OR(cudaGetDeviceCount(&ndev), nullptr);
@@ -49,7 +49,9 @@ MscPerfGpu *mscPerfGpuSetup(mscclppComm_t comm, int rank, int nranks, size_t byt
     CUDA_OR(cudaEventCreate(&g->stop), nullptr);
     for (int p = 0; p < nranks; p++)
         if (p != rank)
-            MSC_OR(mscclppConnect(comm, p, 0, g->buf, bytes, mscclppTransportP2P), nullptr);
+            MSC_OR(mscclppConnect(comm, p, 0, g->buf, bytes,
+                                  net ? mscclppTransportIB : mscclppTransportP2P),
+                   nullptr);
     MSC_OR(mscclppConnectionSetup(comm), nullptr);
     mscclppDevConn_t *conns;
     MSC_OR(mscclppGetAllDeviceConnections(comm, &conns, &g->nconns), nullptr);

@@ -1,8 +1,8 @@
 // msc-perf: latency and bandwidth of MSCCL++ connections on zinc's libmscclpp.so, printed in
 // nccl-tests' format so the tables line up with zinc-perf's and NCCL's.
 //
-//   zinc-run -n N msc-perf -o pingpong|allgather -t shm|direct|proxy [-b 8] [-e 64M] [-f 2]
-//                          [-n 20] [-w 5] [-c 1]
+//   zinc-run -n N msc-perf -o pingpong|allgather -t shm|net|direct|proxy|gpunet [-b 8]
+//                          [-e 64M] [-f 2] [-n 20] [-w 5] [-c 1] [-H hosts]
 //
 //   pingpong   rank 0 put + signal -> rank 1 wait, and back: "time" is half the round trip
 //   allgather  every rank puts its slice (size / nranks) into every peer, signals, waits for
@@ -10,6 +10,10 @@
 //   -t shm     host memory, host threads (zincConnPut/Signal/Wait); direct / proxy: GPU
 //              kernels storing themselves (putDirect/signalDirect/waitDirect) or through the
 //              proxy's copy engine (putWithSignal/flush/wait)
+//   -t net     host memory, mscclppTransportIB over the net zinc picks (ZINC_NET: IB, else
+//              Socket), libmscclpp's proxy running; -H K puts rank r on "host" r % K
+//              (ZINC_HOSTID) to stand for K machines
+//   -t gpunet  the proxy kernels on GPU buffers over mscclppTransportIB (a CUDA build)
 //   -c 1       checks the data of one extra run at each size (#wrong)
 #include "msc-perf.h"
 #include "zinc.h"
@@ -62,12 +66,12 @@ struct Shm {
     std::vector<mscclppDevConn_t *> conns; // by peer rank (NULL for this rank)
 };
 
-static void shmSetup(Shm &s, size_t bytes)
+static void shmSetup(Shm &s, size_t bytes, mscclppTransport_t t)
 {
     CHECK(zincConnMemAlloc(s.comm, bytes, (void **)&s.buf));
     s.conns.assign(nranks, nullptr);
     for (int p = 0; p < nranks; p++)
-        if (p != rank) CHECK(mscclppConnect(s.comm, p, 0, s.buf, bytes, mscclppTransportSHM));
+        if (p != rank) CHECK(mscclppConnect(s.comm, p, 0, s.buf, bytes, t));
     CHECK(mscclppConnectionSetup(s.comm));
     for (int p = 0; p < nranks; p++)
         if (p != rank) CHECK(mscclppGetDeviceConnection(s.comm, p, 0, &s.conns[p]));
@@ -93,14 +97,17 @@ static void shmRun(Shm &s, int pingpong, size_t bytes, int iters)
         for (int p = 0; p < nranks; p++)
             if (p != rank) CHECK(zincConnWait(s.conns[p]));
     }
+    // Over the net puts complete later: the buffer is reused once this returns.
+    for (int p = 0; p < nranks; p++)
+        if (p != rank) CHECK(zincConnFlush(s.conns[p]));
 }
 
 int main(int argc, char **argv)
 {
     const char *op = "pingpong", *tr = "shm";
     size_t minb = 8, maxb = 64 << 20;
-    int factor = 2, iters = 20, warmup = 5, check = 1;
-    for (int c; (c = getopt(argc, argv, "o:t:b:e:f:n:w:c:")) != -1;) {
+    int factor = 2, iters = 20, warmup = 5, check = 1, hosts = 0;
+    for (int c; (c = getopt(argc, argv, "o:t:b:e:f:n:w:c:H:")) != -1;) {
         switch (c) {
         case 'o': op = optarg; break;
         case 't': tr = optarg; break;
@@ -110,10 +117,12 @@ int main(int argc, char **argv)
         case 'n': iters = atoi(optarg); break;
         case 'w': warmup = atoi(optarg); break;
         case 'c': check = atoi(optarg); break;
+        case 'H': hosts = atoi(optarg); break;
         default:
-            fprintf(stderr,
-                    "usage: zinc-run -n N msc-perf -o pingpong|allgather -t shm|direct|proxy "
-                    "[-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c check]\n");
+            fprintf(stderr, "usage: zinc-run -n N msc-perf -o pingpong|allgather -t "
+                            "shm|net|direct|proxy|gpunet "
+                            "[-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c check] "
+                            "[-H hosts]\n");
             return 2;
         }
     }
@@ -126,8 +135,15 @@ int main(int argc, char **argv)
     }
     rank = atoi(r);
     nranks = atoi(n);
-    int pingpong = !strcmp(op, "pingpong"), gpu = strcmp(tr, "shm") != 0,
-        mode = !strcmp(tr, "proxy");
+    int pingpong = !strcmp(op, "pingpong"), net = !strcmp(tr, "net"),
+        gpunet = !strcmp(tr, "gpunet"), gpu = strcmp(tr, "shm") != 0 && !net,
+        mode = !strcmp(tr, "proxy") || gpunet;
+    if (hosts > 0) {
+        // Before the communicator exists: the host identity is read when it is made.
+        char id[32];
+        snprintf(id, sizeof(id), "msc-perf-host-%d", rank % hosts);
+        setenv("ZINC_HOSTID", id, 1);
+    }
     if ((!pingpong && strcmp(op, "allgather")) || (gpu && strcmp(tr, "direct") && !mode) ||
         nranks < 2 || factor < 2 || iters < 1) {
         fprintf(stderr, "msc-perf: bad options (op %s, transport %s, %d ranks: 2 or more)\n", op,
@@ -138,11 +154,12 @@ int main(int argc, char **argv)
     CHECK(mscclppCommInitRank(&s.comm, nranks, ip, rank));
     MscPerfGpu *g = nullptr;
     if (gpu) {
-        g = mscPerfGpuSetup(s.comm, rank, nranks, maxb);
+        g = mscPerfGpuSetup(s.comm, rank, nranks, maxb, gpunet);
         if (!g) return 2;
         CHECK(mscclppProxyLaunch(s.comm));
     } else {
-        shmSetup(s, maxb);
+        shmSetup(s, maxb, net ? mscclppTransportIB : mscclppTransportSHM);
+        if (net) CHECK(mscclppProxyLaunch(s.comm));
     }
     if (rank == 0) {
         printf("# msc-perf: %s over %s, %d ranks (zinc libmscclpp, MSCCL++ 0.1 API)\n", op, tr,
@@ -207,7 +224,7 @@ int main(int argc, char **argv)
         if (wsum) return 1;
         CHECK(mscclppBootstrapBarrier(s.comm));
     }
-    if (gpu) CHECK(mscclppProxyStop(s.comm));
+    if (gpu || net) CHECK(mscclppProxyStop(s.comm));
     mscPerfGpuFree(g);
     CHECK(mscclppCommDestroy(s.comm));
     return 0;
@@ -215,9 +232,9 @@ int main(int argc, char **argv)
 
 #ifndef ZINC_MSC_PERF_CUDA
 // A build without CUDA: the GPU transports are not there.
-MscPerfGpu *mscPerfGpuSetup(mscclppComm_t, int, int, size_t)
+MscPerfGpu *mscPerfGpuSetup(mscclppComm_t, int, int, size_t, int)
 {
-    fprintf(stderr, "msc-perf: -t direct|proxy needs a build with CUDA\n");
+    fprintf(stderr, "msc-perf: -t direct|proxy|gpunet needs a build with CUDA\n");
     return nullptr;
 }
 double mscPerfGpuRun(MscPerfGpu *, int, size_t, int, int)

@@ -56,6 +56,8 @@ static ncclResult_t exchange_peers(struct mscclppComm *c)
 static void comm_free(struct mscclppComm *c)
 {
     zn_msc_proxy_free(c);
+    for (int i = 0; c->host && i < c->nconns; i++) zn_msc_net_free(&c->host[i]);
+    pthread_mutex_destroy(&c->net_lock);
     zn_msc_reg_free_all(c);
     zn_msc_p2p_free_all(c);
     zn_msc_shm_free_all(c);
@@ -77,6 +79,7 @@ static ncclResult_t comm_init(struct mscclppComm **out, int nranks, const ncclUn
                         "mscclppCommInitRank: rank %d outside [0, %d)", rank, nranks);
     struct mscclppComm *c;
     ZN_CHECK(zn_calloc(&c, 1, "mscclpp communicator"));
+    pthread_mutex_init(&c->net_lock, NULL);
     ncclResult_t res;
     c->rank = rank;
     c->nranks = nranks;

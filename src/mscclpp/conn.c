@@ -27,6 +27,7 @@ struct conn_wire {
     union {
         struct zn_msc_shm_desc shm;
         uint8_t p2p[ZN_MSC_P2P_DESC_BYTES];
+        uint8_t net[ZN_MSC_NET_DESC_BYTES];
         uint8_t bytes[256];
     } desc;
 };
@@ -55,12 +56,7 @@ static ncclResult_t check_connect(struct mscclppComm *c, int remoteRank, int tag
         return zn_error(ncclInvalidArgument, ZN_INIT,
                         "mscclppConnect: remoteRank %d is not another rank of [0, %d) (this is %d)",
                         remoteRank, c->nranks, c->rank);
-    if (t == mscclppTransportIB)
-        return zn_error(ncclInvalidUsage, ZN_INIT,
-                        "mscclppConnect to rank %d tag %d: transport IB is not yet supported by "
-                        "zinc's libmscclpp (P2P and SHM are)",
-                        remoteRank, tag);
-    if (t != mscclppTransportP2P && t != mscclppTransportSHM)
+    if (t != mscclppTransportP2P && t != mscclppTransportSHM && t != mscclppTransportIB)
         return zn_error(ncclInvalidArgument, ZN_INIT,
                         "mscclppConnect to rank %d tag %d: unknown transport %d", remoteRank, tag,
                         (int)t);
@@ -97,7 +93,7 @@ static ncclResult_t set_buffer(struct mscclppComm *c, int i, void *buf, uint64_t
 }
 
 static ncclResult_t declare(struct mscclppComm *c, int remoteRank, int tag, void *buf,
-                            uint64_t size, mscclppTransport_t t)
+                            uint64_t size, mscclppTransport_t t, const char *ib_dev)
 {
     ZN_CHECK(check_connect(c, remoteRank, tag, t));
     int i = c->nconns;
@@ -110,6 +106,7 @@ static ncclResult_t declare(struct mscclppComm *c, int remoteRank, int tag, void
     h->tag = tag;
     h->transport = t;
     if (buf || size) ZN_CHECK(set_buffer(c, i, buf, size));
+    if (t == mscclppTransportIB) ZN_CHECK(zn_msc_net_declare(c, i, ib_dev));
     c->dev[i].remoteRank = remoteRank;
     c->dev[i].tag = tag;
     c->dev[i].fifo.connId = i;
@@ -126,14 +123,14 @@ ZN_MSC_EXPORT mscclppResult_t mscclppConnect(mscclppComm_t comm, int remoteRank,
         return zn_msc_res(zn_error(ncclInvalidArgument, ZN_INIT,
                                    "mscclppConnect to rank %d tag %d: localBuff %p of %llu bytes",
                                    remoteRank, tag, localBuff, (unsigned long long)buffSize));
-    return zn_msc_res(declare(comm, remoteRank, tag, localBuff, buffSize, transportType));
+    return zn_msc_res(declare(comm, remoteRank, tag, localBuff, buffSize, transportType, ibDev));
 }
 
 ZN_MSC_EXPORT mscclppResult_t mscclppConnectWithoutBuffer(mscclppComm_t comm, int remoteRank,
                                                           int tag, mscclppTransport_t transportType,
                                                           const char *ibDev)
 {
-    return zn_msc_res(declare(comm, remoteRank, tag, NULL, 0, transportType));
+    return zn_msc_res(declare(comm, remoteRank, tag, NULL, 0, transportType, ibDev));
 }
 
 ZN_MSC_EXPORT mscclppResult_t mscclppRegisterBufferForConnection(mscclppComm_t comm, int connIdx,
@@ -186,6 +183,8 @@ static ncclResult_t prepare(struct mscclppComm *c, struct conn_wire *mine)
         w->size = c->host[i].local_size;
         if (c->host[i].transport == mscclppTransportSHM)
             w->desc.shm = shm[i - first];
+        else if (c->host[i].transport == mscclppTransportIB)
+            res = zn_msc_net_prepare(c, i, w->desc.net);
         else
             res = zn_msc_p2p_prepare(c, i, w->desc.p2p);
     }
@@ -292,6 +291,8 @@ static ncclResult_t attach_peer(struct mscclppComm *c, int peer, const struct co
         h->remote_size = w->size;
         if (h->transport == mscclppTransportSHM)
             ZN_CHECK(zn_msc_shm_attach(c, i, &w->desc.shm));
+        else if (h->transport == mscclppTransportIB)
+            ZN_CHECK(zn_msc_net_attach(c, i, w->desc.net));
         else
             ZN_CHECK(zn_msc_p2p_attach(c, i, w->desc.p2p));
         h->ready = 1;
@@ -324,6 +325,7 @@ static ncclResult_t setup(struct mscclppComm *c)
         if (p != c->rank) ZN_CHECK_GOTO(match_lists(c, p, theirs[p], ntheirs[p], match), res, out);
     for (int p = 0; p < c->nranks; p++)
         if (p != c->rank) ZN_CHECK_GOTO(attach_peer(c, p, theirs[p], match), res, out);
+    ZN_CHECK_GOTO(zn_msc_net_establish(c), res, out);
     c->nsetup = c->nconns;
 out:
     c->nrounds++;

@@ -7,6 +7,7 @@
  *   conn.c      mscclppConnect / mscclppConnectionSetup: declarations matched with the peers'
  *   shm_conn.c  mscclppTransportSHM: buffers in zinc shm segments, host put/signal/wait/flush
  *   p2p_conn.c  mscclppTransportP2P: GPU buffers and signal words mapped through zinc's p2p
+ *   net_conn.c  mscclppTransportIB: connections between hosts over zinc's nets (IB or socket)
  *   proxy.c     the FIFO consumer (handles one trigger per call) and its temporary thread
  *   regmem.cc   mscclppRegisterBuffer (C++: mscclppRegisteredMemory holds a std::vector)
  */
@@ -50,6 +51,8 @@ struct zn_msc_conn {
     /* SHM: the segment holding localBuff, and where it starts in it. */
     const struct zn_msc_seg *local_seg;
     uint64_t local_off;
+    /* IB: net_conn.c's state (the net, its connections, the send queue). */
+    void *net;
 };
 
 /* A peer's buffer registered with mscclppRegisterBuffer, as mapped here. */
@@ -92,6 +95,9 @@ struct mscclppComm {
     /* Buffers registered by mscclppRegisterBuffer: the peers' ones mapped here, with sizes. */
     struct zn_msc_reg *regs;
     int nregs;
+
+    /* Serialises net_conn.c's progress over every IB connection (proxy and host threads). */
+    pthread_mutex_t net_lock;
 };
 
 /* Convert to the MSCCL++ type: the values are the same as ncclResult_t's. */
@@ -135,6 +141,11 @@ ncclResult_t zn_msc_shm_buf_open(struct mscclppComm *c, int peer, const struct z
 ncclResult_t zn_msc_p2p_prepare(struct mscclppComm *c, int i, void *desc);
 ncclResult_t zn_msc_p2p_attach(struct mscclppComm *c, int i, const void *peer_desc);
 
+/* Point connection i's FIFO fields at the communicator's FIFO (made on first use). */
+ncclResult_t zn_msc_p2p_fifo(struct mscclppComm *c, int i);
+/* Copy between host and device on the proxy's stream and wait for it (net staging). */
+ncclResult_t zn_msc_p2p_copy_sync(struct mscclppComm *c, void *dst, const void *src,
+                                  uint64_t size);
 /* Copy a FIFO data trigger of connection i on the proxy's stream (asynchronous). */
 ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uint64_t src_off,
                              uint64_t size);
@@ -151,6 +162,33 @@ ncclResult_t zn_msc_p2p_buf_desc(struct mscclppComm *c, void *buf, uint64_t size
 ncclResult_t zn_msc_p2p_buf_open(struct mscclppComm *c, int peer, const void *desc, uint64_t size,
                                  void **ptr);
 void zn_msc_p2p_free_all(struct mscclppComm *c);
+
+/* net_conn.c: mscclppTransportIB over zinc's nets. The descriptor is the net's listen handle. */
+#define ZN_MSC_NET_DESC_BYTES 128
+ncclResult_t zn_msc_net_declare(struct mscclppComm *c, int i, const char *ib_dev);
+ncclResult_t zn_msc_net_prepare(struct mscclppComm *c, int i, void *desc);
+ncclResult_t zn_msc_net_attach(struct mscclppComm *c, int i, const void *peer_desc);
+/* Connect and accept every net connection of the round, in whatever order the peers do. */
+ncclResult_t zn_msc_net_establish(struct mscclppComm *c);
+/* Move every IB connection's sends and receives on; the caller holds net_lock. A connection
+ * that fails keeps its error (reported by the calls on it, and by zn_msc_net_error). */
+void zn_msc_net_progress(struct mscclppComm *c);
+ncclResult_t zn_msc_net_error(struct mscclppComm *c);
+/* Whether h is an IB connection whose peer closed its side (exited or destroyed its comm). */
+int zn_msc_net_closed(struct zn_msc_conn *h);
+/* Host operations (zincConn*): kind is 1 data, 2 signal or both; ranges checked by the caller. */
+ncclResult_t zn_msc_net_enqueue(struct zn_msc_conn *h, uint32_t kind, uint64_t dst_off,
+                                uint64_t src_off, uint64_t size, const char *fn);
+ncclResult_t zn_msc_net_wait(struct zn_msc_conn *h);
+/* Refuse a host put on a connection whose buffer is GPU memory (the net sends a mirror that
+ * only the proxy fills). */
+ncclResult_t zn_msc_net_host_put(struct zn_msc_conn *h, const char *fn);
+/* A FIFO trigger (mscclppfifo.h type bits) of IB connection i with a GPU buffer, from the proxy:
+ * blocks until the data is staged and queued (and, for a flush, sent). */
+ncclResult_t zn_msc_net_trigger(struct mscclppComm *c, int i, uint64_t type, uint64_t dst_off,
+                                uint64_t src_off, uint64_t size);
+ncclResult_t zn_msc_net_flush(struct zn_msc_conn *h);
+void zn_msc_net_free(struct zn_msc_conn *h);
 
 /* regmem.c (regmem.cc declares the first two with int results: the same values and ABI). */
 ncclResult_t zn_msc_register(struct mscclppComm *c, void *mem, uint64_t size, void **remote);

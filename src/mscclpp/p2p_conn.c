@@ -189,6 +189,14 @@ ncclResult_t zn_msc_p2p_prepare(struct mscclppComm *c, int i, void *desc)
     mscclppDevConn_t *dc = &c->dev[i];
     dc->localSignalEpochId = (struct mscclppDevConnSignalEpochId *)slot;
     dc->waitEpochId = (uint64_t *)(slot + 16);
+    return zn_msc_p2p_fifo(c, i);
+}
+
+ncclResult_t zn_msc_p2p_fifo(struct mscclppComm *c, int i)
+{
+    struct msc_p2p *s;
+    ZN_CHECK(state(c, &s));
+    mscclppDevConn_t *dc = &c->dev[i];
     dc->fifo.triggerFifo = (mscclppTrigger *)((char *)s->dev_words + W_TRIGGERS);
     dc->fifo.triggerFifoTail = (uint64_t *)((char *)s->dev_words + W_TAIL);
     dc->fifo.triggerFifoHead = s->head;
@@ -238,6 +246,14 @@ ncclResult_t zn_msc_p2p_sync(struct mscclppComm *c)
     return rt(cudaStreamSynchronize(s->stream), "cudaStreamSynchronize (proxy flush)");
 }
 
+ncclResult_t zn_msc_p2p_copy_sync(struct mscclppComm *c, void *dst, const void *src, uint64_t size)
+{
+    struct msc_p2p *s = c->p2p;
+    ZN_CHECK(rt(cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, s->stream),
+                "cudaMemcpyAsync (net staging)"));
+    return rt(cudaStreamSynchronize(s->stream), "cudaStreamSynchronize (net staging)");
+}
+
 ncclResult_t zn_msc_p2p_write(void *dst, const void *src, uint64_t size, void *stream)
 {
     return rt(cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, (cudaStream_t)stream),
@@ -278,6 +294,14 @@ ncclResult_t zn_msc_p2p_prepare(struct mscclppComm *c, int i, void *desc)
     return no_cuda();
 }
 ncclResult_t zn_msc_p2p_attach(struct mscclppComm *c, int i, const void *peer_desc)
+{
+    return no_cuda();
+}
+ncclResult_t zn_msc_p2p_fifo(struct mscclppComm *c, int i)
+{
+    return no_cuda();
+}
+ncclResult_t zn_msc_p2p_copy_sync(struct mscclppComm *c, void *dst, const void *src, uint64_t size)
 {
     return no_cuda();
 }

@@ -20,6 +20,7 @@ struct msc_proxy {
     pthread_t thread;
     atomic_int stop;
     int running;
+    int has_net;   /* some connection is IB: progress zinc's nets too */
     uint64_t tail; /* triggers consumed */
     ncclResult_t error;
 };
@@ -29,7 +30,19 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
 
 ncclResult_t zn_msc_proxy_progress(struct mscclppComm *c, int *progressed)
 {
-    return c->proxy && c->fifo_host ? proxy_poll(c, c->proxy, progressed) : ncclSuccess;
+    struct msc_proxy *p = c->proxy;
+    if (!p) return ncclSuccess;
+    if (p->has_net) {
+        /* IB connections: post receives and move queued sends on, so that peers' puts land
+         * while this rank's threads do other work. */
+        pthread_mutex_lock(&c->net_lock);
+        zn_msc_net_progress(c);
+        pthread_mutex_unlock(&c->net_lock);
+        /* Kernels (GPU buffers) cannot see a connection's error: stop and abort their waits. */
+        ncclResult_t res = c->fifo_host ? zn_msc_net_error(c) : ncclSuccess;
+        if (res != ncclSuccess) return res;
+    }
+    return c->fifo_host ? proxy_poll(c, p, progressed) : ncclSuccess;
 }
 
 static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *progressed)
@@ -42,9 +55,10 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
     mscclppTrigger t = { .value = { w0, w1 } };
     int i = (int)t.fields.connId;
     ncclResult_t res = ncclSuccess;
-    if (i >= c->nsetup || c->host[i].transport != mscclppTransportP2P)
+    int net = i < c->nsetup && c->host[i].transport == mscclppTransportIB;
+    if (i >= c->nsetup || (c->host[i].transport != mscclppTransportP2P && !net))
         res = zn_error(ncclInvalidUsage, ZN_PROXY,
-                       "proxy: a trigger names connection %d, which is not a set-up P2P "
+                       "proxy: a trigger names connection %d, which is not a set-up P2P or IB "
                        "connection (%d set up)",
                        i, c->nsetup);
     if (res == ncclSuccess && (t.fields.type & mscclppData)) {
@@ -58,11 +72,16 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
                            h->remote_rank, h->tag, (unsigned long long)n, (unsigned long long)src,
                            (unsigned long long)dst, (unsigned long long)h->local_size,
                            (unsigned long long)h->remote_size);
-        else
+        else if (!net)
             res = zn_msc_p2p_copy(c, i, dst, src, n);
     }
-    if (res == ncclSuccess && (t.fields.type & mscclppFlag)) res = zn_msc_p2p_signal(c, i);
-    if (res == ncclSuccess && (t.fields.type & mscclppSync)) res = zn_msc_p2p_sync(c);
+    if (res == ncclSuccess && net) {
+        res = zn_msc_net_trigger(c, i, t.fields.type, t.fields.dstDataOffset,
+                                 t.fields.srcDataOffset, t.fields.dataSize);
+    } else {
+        if (res == ncclSuccess && (t.fields.type & mscclppFlag)) res = zn_msc_p2p_signal(c, i);
+        if (res == ncclSuccess && (t.fields.type & mscclppSync)) res = zn_msc_p2p_sync(c);
+    }
     slot[0] = 0;
     p->tail++;
     /* The GPU reads the tail over PCIe: publish it only every few triggers, and at once after
@@ -73,19 +92,34 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
     return res;
 }
 
-/* A peer of a P2P connection that exited will never signal: say so, so that the kernels
- * waiting for it give up (abort word) and mscclppProxyStop reports it. */
+/* A peer of a P2P connection (or an IB one, where kernels wait) that exited will never
+ * signal: say so, so that the kernels waiting for it give up (abort word) and
+ * mscclppProxyStop reports it. */
 static ncclResult_t check_peers(struct mscclppComm *c)
 {
     for (int i = 0; i < c->nsetup; i++) {
         int r = c->host[i].remote_rank;
-        if (c->host[i].transport != mscclppTransportP2P || !zn_peer_dead(c->watch, r)) continue;
+        /* An IB peer on another host that closed its connection: kernels waiting on it give
+         * up (and record which connection); no error of the proxy's own, since a peer that
+         * finished and destroyed its communicator closes the same way. */
+        if (c->fifo_host && c->abort_word && zn_msc_net_closed(&c->host[i]))
+            __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
+        if (c->host[i].transport == mscclppTransportSHM || !c->fifo_host ||
+            !zn_peer_dead(c->watch, r))
+            continue;
         char who[160];
         zn_peer_str(&c->tctx, r, who, sizeof(who));
         return zn_error(ncclRemoteError, ZN_PROXY, "proxy: %s (connection tag %d) has exited", who,
                         c->host[i].tag);
     }
     return ncclSuccess;
+}
+
+/* Make every device wait give up rather than spin until the deadline (P2P only: without one
+ * there is no abort word and no kernel waiting). */
+static void raise_abort(struct mscclppComm *c)
+{
+    if (c->abort_word) __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
 }
 
 static void *proxy_thread(void *arg)
@@ -96,7 +130,7 @@ static void *proxy_thread(void *arg)
     /* The copies run on the communicator's GPU, whatever this new thread's default is. */
     if (c->cuda_dev >= 0 && zn_cuda_set_device(c->cuda_dev) != ncclSuccess) {
         p->error = ncclUnhandledCudaError;
-        __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
+        raise_abort(c);
         return NULL;
     }
     uint32_t idle = 0;
@@ -106,13 +140,13 @@ static void *proxy_thread(void *arg)
         if (res != ncclSuccess) {
             /* Make every device wait give up rather than spin until the deadline. */
             p->error = res;
-            __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
+            raise_abort(c);
             break;
         }
         if (!progressed && ++idle > 1024) {
             sched_yield();
             if ((idle & 1023) == 0 && (p->error = check_peers(c)) != ncclSuccess) {
-                __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
+                raise_abort(c);
                 break;
             }
         } else if (progressed) {
@@ -134,13 +168,14 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
     ncclResult_t res = zn_calloc(&p, 1, "proxy");
     if (res != ncclSuccess) return zn_msc_res(res);
     p->comm = comm;
-    int has_fifo = 0;
+    /* A FIFO exists once a P2P connection or an IB one over a GPU buffer does. */
+    int has_fifo = comm->fifo_host != NULL;
     for (int i = 0; i < comm->nsetup; i++)
-        has_fifo |= comm->host[i].transport == mscclppTransportP2P;
-    /* SHM connections are driven by host threads: nothing to consume without a P2P one. */
+        p->has_net |= comm->host[i].transport == mscclppTransportIB;
+    /* SHM connections are driven by host threads: nothing to do without a P2P or IB one. */
     /* Published before the thread starts: it reads comm->proxy. */
     comm->proxy = p;
-    if (has_fifo && comm->fifo_host) {
+    if ((has_fifo && comm->fifo_host) || p->has_net) {
         if (pthread_create(&p->thread, NULL, proxy_thread, p) != 0) {
             comm->proxy = NULL;
             free(p);
@@ -156,6 +191,8 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
 static ncclResult_t proxy_report(struct mscclppComm *c, struct msc_proxy *p)
 {
     if (p->error != ncclSuccess) return p->error;
+    ncclResult_t net = zn_msc_net_error(c);
+    if (net != ncclSuccess) return net;
     uint32_t e = c->error_word ? __atomic_load_n(c->error_word, __ATOMIC_ACQUIRE) : 0;
     if (!e) return ncclSuccess;
     static const char *what[] = { "?", "found no free FIFO slot", "saw no flush complete",

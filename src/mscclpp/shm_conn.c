@@ -206,10 +206,11 @@ static ncclResult_t host_conn(struct mscclppDevConn *d, const char *fn, struct z
 {
     struct zn_msc_conn *h = d ? (struct zn_msc_conn *)d->zincHostConn : NULL;
     if (!h) return zn_error(ncclInvalidArgument, ZN_SHM, "%s: conn is not a set-up connection", fn);
-    if (h->transport != mscclppTransportSHM || !h->ready)
+    if ((h->transport != mscclppTransportSHM && h->transport != mscclppTransportIB) || !h->ready ||
+        h->idx >= h->comm->nsetup)
         return zn_error(ncclInvalidUsage, ZN_SHM,
-                        "%s: the connection to rank %d tag %d is not a set-up SHM connection "
-                        "(host functions serve mscclppTransportSHM)",
+                        "%s: the connection to rank %d tag %d is not a set-up SHM or IB "
+                        "connection (host functions serve mscclppTransportSHM and IB)",
                         fn, h->remote_rank, h->tag);
     *out = h;
     return ncclSuccess;
@@ -225,23 +226,35 @@ static ncclResult_t peer_alive(struct zn_msc_conn *h, const char *fn)
                     h->tag);
 }
 
+/* The ranges of a put, checked against both registered buffers. */
+static ncclResult_t check_put(struct zn_msc_conn *h, const char *fn, uint64_t dstOffset,
+                              uint64_t srcOffset, uint64_t size)
+{
+    if (srcOffset > h->local_size || size > h->local_size - srcOffset)
+        return zn_error(ncclInvalidArgument, ZN_SHM,
+                        "%s to rank %d tag %d: source [%llu, +%llu) outside the local buffer of "
+                        "%llu bytes",
+                        fn, h->remote_rank, h->tag, (unsigned long long)srcOffset,
+                        (unsigned long long)size, (unsigned long long)h->local_size);
+    if (dstOffset > h->remote_size || size > h->remote_size - dstOffset)
+        return zn_error(ncclInvalidArgument, ZN_SHM,
+                        "%s to rank %d tag %d: destination [%llu, +%llu) outside the peer's buffer "
+                        "of %llu bytes",
+                        fn, h->remote_rank, h->tag, (unsigned long long)dstOffset,
+                        (unsigned long long)size, (unsigned long long)h->remote_size);
+    return ncclSuccess;
+}
+
 ZN_MSC_EXPORT ncclResult_t zincConnPut(struct mscclppDevConn *conn, uint64_t dstOffset,
                                        uint64_t srcOffset, uint64_t size)
 {
     struct zn_msc_conn *h;
     ZN_CHECK(host_conn(conn, "zincConnPut", &h));
-    if (srcOffset > h->local_size || size > h->local_size - srcOffset)
-        return zn_error(ncclInvalidArgument, ZN_SHM,
-                        "zincConnPut to rank %d tag %d: source [%llu, +%llu) outside the local "
-                        "buffer of %llu bytes",
-                        h->remote_rank, h->tag, (unsigned long long)srcOffset,
-                        (unsigned long long)size, (unsigned long long)h->local_size);
-    if (dstOffset > h->remote_size || size > h->remote_size - dstOffset)
-        return zn_error(ncclInvalidArgument, ZN_SHM,
-                        "zincConnPut to rank %d tag %d: destination [%llu, +%llu) outside the "
-                        "peer's buffer of %llu bytes",
-                        h->remote_rank, h->tag, (unsigned long long)dstOffset,
-                        (unsigned long long)size, (unsigned long long)h->remote_size);
+    ZN_CHECK(check_put(h, "zincConnPut", dstOffset, srcOffset, size));
+    if (h->transport == mscclppTransportIB) {
+        ZN_CHECK(zn_msc_net_host_put(h, "zincConnPut"));
+        return zn_msc_net_enqueue(h, 1, dstOffset, srcOffset, size, "zincConnPut");
+    }
     ZN_CHECK(peer_alive(h, "zincConnPut"));
     memcpy((char *)conn->remoteBuff + dstOffset, (const char *)conn->localBuff + srcOffset, size);
     return ncclSuccess;
@@ -251,6 +264,8 @@ ZN_MSC_EXPORT ncclResult_t zincConnSignal(struct mscclppDevConn *conn)
 {
     struct zn_msc_conn *h;
     ZN_CHECK(host_conn(conn, "zincConnSignal", &h));
+    if (h->transport == mscclppTransportIB)
+        return zn_msc_net_enqueue(h, 2, 0, 0, 0, "zincConnSignal");
     ZN_CHECK(peer_alive(h, "zincConnSignal"));
     uint64_t e = __atomic_load_n(&conn->localSignalEpochId->device, __ATOMIC_RELAXED) + 1;
     __atomic_store_n(&conn->localSignalEpochId->device, e, __ATOMIC_RELAXED);
@@ -261,6 +276,14 @@ ZN_MSC_EXPORT ncclResult_t zincConnSignal(struct mscclppDevConn *conn)
 ZN_MSC_EXPORT ncclResult_t zincConnPutWithSignal(struct mscclppDevConn *conn, uint64_t dstOffset,
                                                  uint64_t srcOffset, uint64_t size)
 {
+    struct zn_msc_conn *h;
+    ZN_CHECK(host_conn(conn, "zincConnPutWithSignal", &h));
+    if (h->transport == mscclppTransportIB) {
+        /* One header carries both: the signal lands with the data. */
+        ZN_CHECK(check_put(h, "zincConnPutWithSignal", dstOffset, srcOffset, size));
+        ZN_CHECK(zn_msc_net_host_put(h, "zincConnPutWithSignal"));
+        return zn_msc_net_enqueue(h, 3, dstOffset, srcOffset, size, "zincConnPutWithSignal");
+    }
     ZN_CHECK(zincConnPut(conn, dstOffset, srcOffset, size));
     return zincConnSignal(conn);
 }
@@ -269,6 +292,7 @@ ZN_MSC_EXPORT ncclResult_t zincConnWait(struct mscclppDevConn *conn)
 {
     struct zn_msc_conn *h;
     ZN_CHECK(host_conn(conn, "zincConnWait", &h));
+    if (h->transport == mscclppTransportIB) return zn_msc_net_wait(h);
     uint64_t want = *conn->waitEpochId + 1;
     int64_t deadline = zn_deadline_from_now();
     for (uint32_t polls = 1;; polls++) {
@@ -293,6 +317,7 @@ ZN_MSC_EXPORT ncclResult_t zincConnFlush(struct mscclppDevConn *conn)
 {
     struct zn_msc_conn *h;
     ZN_CHECK(host_conn(conn, "zincConnFlush", &h));
+    if (h->transport == mscclppTransportIB) return zn_msc_net_flush(h);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return peer_alive(h, "zincConnFlush");
 }

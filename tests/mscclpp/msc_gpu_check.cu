@@ -3,12 +3,14 @@
 // checked exactly against a host reference. It is also the compile test: tests build it with
 // nvcc against the installed headers (install_check.sh).
 //
-//   msc_gpu_check allgather|allreduce|pingpong direct|proxy      (started by zinc-run)
+//   msc_gpu_check allgather|allreduce|pingpong direct|proxy|net [HOSTS]   (under zinc-run)
 //
 // direct: the kernels store into remoteBuff and the peer's signal words themselves
 //         (putDirect / signalDirect / waitDirect);
 // proxy:  they push triggers (putWithSignal / signal / flush / wait) that the proxy serves
-//         with the copy engine.
+//         with the copy engine;
+// net:    the same kernels as proxy on mscclppTransportIB over zinc's net (ZINC_NET), the ranks
+//         split over HOSTS "hosts" (ZINC_HOSTID = rank % HOSTS).
 // Ranks may share one GPU: their kernels then time-slice, so every kernel here is one block
 // per connection and every wait is bounded (ZINC_TIMEOUT); exit 77 without a GPU.
 #include "mscclpp.h"
@@ -42,6 +44,7 @@
     } while (0)
 
 static int rank, nranks;
+static mscclppTransport_t transport = mscclppTransportP2P;
 
 __constant__ mscclppDevConn_t constDevConns[16];
 
@@ -165,19 +168,19 @@ static int connectAll(mscclppComm_t comm, void *buf, size_t bytes, const char *w
     if (!strcmp(what, "allgather")) {
         for (int p = 0; p < nranks; p++)
             if (p != rank) {
-                MSCCLPPCHECK(mscclppConnect(comm, p, 0, buf, bytes, mscclppTransportP2P));
+                MSCCLPPCHECK(mscclppConnect(comm, p, 0, buf, bytes, transport));
                 n++;
             }
     } else if (!strcmp(what, "allreduce")) {
         int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-        MSCCLPPCHECK(mscclppConnect(comm, next, 0, buf, bytes, mscclppTransportP2P));
+        MSCCLPPCHECK(mscclppConnect(comm, next, 0, buf, bytes, transport));
         n++;
         if (prev != next) {
-            MSCCLPPCHECK(mscclppConnect(comm, prev, 0, buf, bytes, mscclppTransportP2P));
+            MSCCLPPCHECK(mscclppConnect(comm, prev, 0, buf, bytes, transport));
             n++;
         }
     } else if (rank < 2) {
-        MSCCLPPCHECK(mscclppConnect(comm, rank ^ 1, 0, buf, bytes, mscclppTransportP2P));
+        MSCCLPPCHECK(mscclppConnect(comm, rank ^ 1, 0, buf, bytes, transport));
         n++;
     }
     MSCCLPPCHECK(mscclppConnectionSetup(comm));
@@ -192,14 +195,22 @@ int main(int argc, char **argv)
         return 77;
     }
     const char *r = getenv("ZINC_RANK"), *n = getenv("ZINC_NRANKS"), *ip = getenv("ZINC_COMM_ID");
-    if (!r || !n || !ip || argc != 3) {
-        printf("usage: zinc-run -n N msc_gpu_check allgather|allreduce|pingpong direct|proxy\n");
+    if (!r || !n || !ip || argc < 3 || argc > 4) {
+        printf("usage: zinc-run -n N msc_gpu_check allgather|allreduce|pingpong "
+               "direct|proxy|net [HOSTS]\n");
         return 2;
     }
     rank = atoi(r);
     nranks = atoi(n);
     const char *what = argv[1];
-    int useProxy = !strcmp(argv[2], "proxy");
+    int useProxy = !strcmp(argv[2], "proxy") || !strcmp(argv[2], "net");
+    if (!strcmp(argv[2], "net")) {
+        // Before the communicator exists: the host identity is read when it is made.
+        char id[32];
+        snprintf(id, sizeof(id), "msc-gpu-host-%d", rank % (argc == 4 ? atoi(argv[3]) : nranks));
+        setenv("ZINC_HOSTID", id, 1);
+        transport = mscclppTransportIB;
+    }
     if (nranks < 2 || nranks > 16) {
         printf("needs 2 to 16 ranks\n");
         return 2;

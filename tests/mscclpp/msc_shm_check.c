@@ -1,10 +1,14 @@
 /*
- * MSCCL++ connections on host memory across processes (mscclppTransportSHM, zincConn*), the
- * programs MSCCL++ 0.1 shipped as kernels written for host threads: an allgather made only of
- * put / signal / wait, a ring allreduce on putWithSignal and a ping-pong, each checked exactly
- * against a reference; and bad usage. Written in C, to show what a C caller gets.
+ * MSCCL++ connections on host memory across processes (mscclppTransportSHM, or
+ * mscclppTransportIB over zinc's nets; zincConn*), the programs MSCCL++ 0.1 shipped as kernels
+ * written for host threads: an allgather made only of put / signal / wait, a ring allreduce on
+ * putWithSignal and a ping-pong, each checked exactly against a reference; and bad usage.
+ * Written in C, to show what a C caller gets.
  *
- *   msc_shm_check allgather|allreduce|pingpong|errors|dead     (started by zinc-run)
+ *   msc_shm_check allgather|allreduce|pingpong|errors|dead [shm | net HOSTS]   (under zinc-run)
+ *
+ * net: the connections are mscclppTransportIB over the net zinc picks (ZINC_NET), libmscclpp's
+ * proxy runs, and the ranks are split over HOSTS "hosts" (ZINC_HOSTID = rank % HOSTS).
  */
 #include "bootstrap/launcher.h"
 #include "mscclpp.h"
@@ -18,6 +22,7 @@
 
 static int rank, nranks;
 static long failures;
+static mscclppTransport_t transport = mscclppTransportSHM;
 
 #define CHECK(call)                                                                        \
     do {                                                                                   \
@@ -62,6 +67,27 @@ static mscclppComm_t init(void)
     return comm;
 }
 
+/* mscclppConnectionSetup; over the net, libmscclpp's proxy then moves the transfers on (it is
+ * stopped around each setup round: a launch covers the connections set up before it). */
+static int proxy_up;
+static void setup(mscclppComm_t comm)
+{
+    if (proxy_up) CHECK(mscclppProxyStop(comm));
+    proxy_up = 0;
+    CHECK(mscclppConnectionSetup(comm));
+    if (transport == mscclppTransportIB) {
+        CHECK(mscclppProxyLaunch(comm));
+        proxy_up = 1;
+    }
+}
+
+static void destroy(mscclppComm_t comm)
+{
+    if (proxy_up) CHECK(mscclppProxyStop(comm));
+    proxy_up = 0;
+    CHECK(mscclppCommDestroy(comm));
+}
+
 /* Every rank puts its slice into every peer's buffer, signals, then waits for every peer. */
 static void allgather(mscclppComm_t comm)
 {
@@ -72,9 +98,8 @@ static void allgather(mscclppComm_t comm)
         CHECK(zincConnMemAlloc(comm, bytes * (size_t)nranks, (void **)&buf));
         for (int p = 0; p < nranks; p++)
             if (p != rank)
-                CHECK(mscclppConnect(comm, p, t, buf, bytes * (size_t)nranks, mscclppTransportSHM,
-                                     NULL));
-        CHECK(mscclppConnectionSetup(comm));
+                CHECK(mscclppConnect(comm, p, t, buf, bytes * (size_t)nranks, transport, NULL));
+        setup(comm);
         for (int it = 0; it < 3; it++) {
             for (size_t i = 0; i < count; i++) buf[(size_t)rank * count + i] = val(rank, i, it);
             for (int p = 0; p < nranks; p++) {
@@ -112,11 +137,10 @@ static void allreduce(mscclppComm_t comm)
     CHECK(zincConnMemAlloc(comm, bytes, (void **)&buf));
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
     if (nranks > 1) {
-        CHECK(mscclppConnect(comm, next, 0, buf, bytes, mscclppTransportSHM, NULL));
-        if (prev != next)
-            CHECK(mscclppConnect(comm, prev, 0, buf, bytes, mscclppTransportSHM, NULL));
+        CHECK(mscclppConnect(comm, next, 0, buf, bytes, transport, NULL));
+        if (prev != next) CHECK(mscclppConnect(comm, prev, 0, buf, bytes, transport, NULL));
     }
-    CHECK(mscclppConnectionSetup(comm));
+    setup(comm);
     mscclppDevConn_t *to = NULL, *from = NULL;
     if (nranks > 1) {
         CHECK(mscclppGetDeviceConnection(comm, next, 0, &to));
@@ -158,8 +182,8 @@ static void pingpong(mscclppComm_t comm)
     uint8_t *buf;
     CHECK(zincConnMemAlloc(comm, max, (void **)&buf));
     int peer = rank == 0 ? 1 : 0;
-    if (rank < 2) CHECK(mscclppConnect(comm, peer, 5, buf, max, mscclppTransportSHM, NULL));
-    CHECK(mscclppConnectionSetup(comm));
+    if (rank < 2) CHECK(mscclppConnect(comm, peer, 5, buf, max, transport, NULL));
+    setup(comm);
     if (rank < 2) {
         mscclppDevConn_t *c;
         CHECK(mscclppGetDeviceConnection(comm, peer, 5, &c));
@@ -204,9 +228,11 @@ static void errors(mscclppComm_t comm)
     EXPECT(strstr(logged, "zincConnMemAlloc"), "message does not say why: %s", logged);
     uint8_t *buf;
     CHECK(zincConnMemAlloc(comm, 4096, (void **)&buf));
-    EXPECT(mscclppConnect(comm, (rank + 1) % nranks, 1, buf, 4096, mscclppTransportIB, NULL) ==
-               mscclppInvalidUsage,
-           "IB accepted");
+    logged[0] = 0;
+    EXPECT(mscclppConnect(comm, (rank + 1) % nranks, 1, buf, 4096, mscclppTransportIB,
+                          "zn_no_such_dev") == mscclppInvalidUsage,
+           "IB on a device that does not exist accepted");
+    EXPECT(strstr(logged, "zn_no_such_dev"), "message does not name the device: %s", logged);
     EXPECT(mscclppConnect(comm, rank, 1, buf, 4096, mscclppTransportSHM, NULL) ==
                mscclppInvalidArgument,
            "a connection to itself accepted");
@@ -281,17 +307,60 @@ static void errors(mscclppComm_t comm)
     exit(failures ? 1 : 0);
 }
 
-/* Rank 1 exits right after setup; rank 0's wait reports it instead of waiting on. */
+/* Over the net: out-of-bounds puts are refused and move nothing; the one ending at the
+ * peer's last byte lands. */
+static void bounds(mscclppComm_t comm)
+{
+    CHECK(mscclppSetLogHandler(capture));
+    uint8_t *buf = calloc(1, 4096);
+    if (!buf) exit(2);
+    int peer = rank ^ 1;
+    if (peer < nranks)
+        CHECK(mscclppConnect(comm, peer, 2, buf, rank == 0 ? 4096 : 1024, transport, NULL));
+    setup(comm);
+    if (rank == 0 && peer < nranks) {
+        mscclppDevConn_t *c;
+        CHECK(mscclppGetDeviceConnection(comm, peer, 2, &c));
+        memset(buf, 0x5a, 4096);
+        EXPECT(zincConnPut(c, 1000, 0, 25) == (int)mscclppInvalidArgument,
+               "put past the end of the peer's 1024-byte buffer accepted");
+        EXPECT(strstr(logged, "outside the peer's buffer of 1024 bytes"), "message: %s", logged);
+        EXPECT(zincConnPutWithSignal(c, 1024, 0, 1) == (int)mscclppInvalidArgument,
+               "put with signal past the end accepted");
+        EXPECT(zincConnPut(c, 0, 4090, 7) == (int)mscclppInvalidArgument,
+               "put from past the end of the local buffer accepted");
+        EXPECT(zincConnPutWithSignal(c, 1000, 0, 24) == 0, "put ending at the last byte refused");
+        CHECK(zincConnFlush(c));
+    }
+    if (rank == 1) {
+        mscclppDevConn_t *c;
+        CHECK(mscclppGetDeviceConnection(comm, peer, 2, &c));
+        CHECK(zincConnWait(c));
+        long bad = 0;
+        for (int i = 0; i < 1024; i++) bad += buf[i] != (i >= 1000 ? 0x5a : 0);
+        EXPECT(bad == 0, "the refused puts changed %ld bytes", bad);
+    }
+    destroy(comm);
+    free(buf);
+    CHECK(mscclppSetLogHandler(mscclppDefaultLogHandler));
+    exit(failures ? 1 : 0);
+}
+
+/* Rank 1 exits right after a signal from rank 0 (so both are past setup); rank 0's wait
+ * reports it instead of waiting on. */
 static void dead(mscclppComm_t comm)
 {
     uint8_t *buf;
     CHECK(zincConnMemAlloc(comm, 64, (void **)&buf));
-    CHECK(mscclppConnect(comm, rank ^ 1, 0, buf, 64, mscclppTransportSHM, NULL));
-    CHECK(mscclppConnectionSetup(comm));
-    CHECK(mscclppBootstrapBarrier(comm));
-    if (rank == 1) _exit(0);
+    CHECK(mscclppConnect(comm, rank ^ 1, 0, buf, 64, transport, NULL));
+    setup(comm);
     mscclppDevConn_t *c;
-    CHECK(mscclppGetDeviceConnection(comm, 1, 0, &c));
+    CHECK(mscclppGetDeviceConnection(comm, rank ^ 1, 0, &c));
+    if (rank == 1) {
+        CHECK(zincConnWait(c));
+        _exit(0);
+    }
+    CHECK(zincConnSignal(c));
     CHECK(mscclppSetLogHandler(capture));
     EXPECT(zincConnWait(c) == (int)mscclppRemoteError, "wait on a dead peer did not fail");
     EXPECT(strstr(logged, "rank 1") && strstr(logged, "exited"), "message: %s", logged);
@@ -302,15 +371,25 @@ static void dead(mscclppComm_t comm)
 int main(int argc, char **argv)
 {
     struct zn_launch_info li;
-    if (!zn_launch_info_get(&li) || argc != 2) {
-        fprintf(stderr,
-                "usage: zinc-run -n N msc_shm_check allgather|allreduce|pingpong|errors|dead\n");
+    int net = argc == 4 && !strcmp(argv[2], "net");
+    if (!zn_launch_info_get(&li) ||
+        (argc != 2 && !(argc == 3 && !strcmp(argv[2], "shm")) && !net)) {
+        fprintf(stderr, "usage: zinc-run -n N msc_shm_check "
+                        "allgather|allreduce|pingpong|errors|bounds|dead [shm | net HOSTS]\n");
         return 2;
     }
     rank = li.rank;
     nranks = li.nranks;
     const char *what = argv[1];
-    if ((!strcmp(what, "pingpong") || !strcmp(what, "errors") || !strcmp(what, "dead")) &&
+    if (net) {
+        /* Before the communicator exists: the host identity is read when it is made. */
+        char id[32];
+        snprintf(id, sizeof(id), "msc-host-%d", rank % atoi(argv[3]));
+        setenv("ZINC_HOSTID", id, 1);
+        transport = mscclppTransportIB;
+    }
+    if ((!strcmp(what, "pingpong") || !strcmp(what, "errors") || !strcmp(what, "bounds") ||
+         !strcmp(what, "dead")) &&
         nranks < 2) {
         fprintf(stderr, "%s needs 2 ranks or more\n", what);
         return 2;
@@ -324,13 +403,15 @@ int main(int argc, char **argv)
         pingpong(comm);
     else if (!strcmp(what, "errors"))
         errors(comm);
+    else if (!strcmp(what, "bounds") && net)
+        bounds(comm);
     else if (!strcmp(what, "dead") && nranks == 2)
         dead(comm);
     else {
         fprintf(stderr, "unknown test %s (dead needs exactly 2 ranks)\n", what);
         return 2;
     }
-    CHECK(mscclppCommDestroy(comm));
+    destroy(comm);
     if (failures) fprintf(stderr, "[%d] %ld failures\n", rank, failures);
     return failures ? 1 : 0;
 }
