@@ -100,6 +100,9 @@ int sc_duplex(struct rank_env *e);
 int sc_mismatch(struct rank_env *e);
 int sc_exit(struct rank_env *e);
 int sc_perf(struct rank_env *e);
+/* scenarios_caps.c: */
+int sc_onesided(struct rank_env *e);
+int sc_collmem(struct rank_env *e);
 /* scenarios_socket.c: */
 int sc_stray(struct rank_env *e);
 int sc_nsocks(struct rank_env *e);
