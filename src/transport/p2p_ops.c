@@ -37,15 +37,18 @@ static int p2p_can_connect(const struct zn_tctx *ctx, int peer)
     return a >= 0 && b >= 0 && zn_cuda_can_access_peer(a, b);
 }
 
-/* The registration service runs from here to fini: peers map what this rank registers. */
+/* The registration service runs from here to fini, on this rank's GPU (its peer info):
+ * peers map what this rank registers. */
 static ncclResult_t p2p_init(const struct zn_tctx *ctx, void **state)
 {
     if (ctx->nranks > ZN_P2P_MAX_RANKS)
         return zn_error(ncclInvalidUsage, ZN_P2P, "p2p: more than %d ranks", ZN_P2P_MAX_RANKS);
+    int dev = ctx->peers[ctx->rank].cuda_dev;
+    if (dev < 0) return zn_error(ncclInvalidUsage, ZN_P2P, "p2p: rank %d has no GPU", ctx->rank);
     struct p2p_state *s = calloc(1, sizeof(*s));
     if (!s) return zn_error(ncclSystemError, ZN_P2P, "out of memory");
     s->ctx = *ctx;
-    s->dev = zn_cuda_current_device();
+    s->dev = dev;
     ncclResult_t res = zn_p2p_reg_start(ctx, s->dev, &s->svc);
     if (res != ncclSuccess) {
         free(s);

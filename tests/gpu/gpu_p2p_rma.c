@@ -166,6 +166,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s NRANKS (2-%d)\n", argv[0], MAXR);
         return 2;
     }
+    /* Ranks that skip close their pipe before the id is written: no SIGPIPE for that. */
+    signal(SIGPIPE, SIG_IGN);
     pid_t pids[MAXR], parent = getpid();
     int wfd[MAXR];
     for (int r = 0; r < n; r++) {
@@ -197,7 +199,7 @@ int main(int argc, char **argv)
         skipped += WIFEXITED(st) && WEXITSTATUS(st) == 77;
         failed |= !WIFEXITED(st) || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 77);
     }
-    if (!failed && skipped == n) return 77;
+    if (skipped == n) return 77;
     failed |= skipped != 0;
     fprintf(stderr, "%s: gpu_p2p_rma, %d ranks\n", failed ? "FAIL" : "PASS", n);
     return failed;

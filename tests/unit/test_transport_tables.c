@@ -73,6 +73,13 @@ ZT_TEST(p2p_keys_round_trip_checks)
     struct zn_peer_info peers[2] = { { .rank = 0, .cuda_dev = -1 }, { .rank = 1, .cuda_dev = -1 } };
     /* States of ranks 0 and 1 as one process can make them without a GPU (init starts only
      * the registration service). */
+    /* GPU 0 by the peer info; without CUDA the service thread just finds no device. */
+    peers[0].cuda_dev = peers[1].cuda_dev = 0;
+    void *none = NULL;
+    struct zn_peer_info hostonly[2] = { { .rank = 0, .cuda_dev = -1 }, { .rank = 1 } };
+    struct zn_tctx ch = { .rank = 0, .nranks = 2, .peers = hostonly };
+    ZT_EQ_INT(zn_transport_p2p.init(&ch, &none), ncclInvalidUsage);
+    ZT_ASSERT(strstr(zn_last_error(), "no GPU"));
     struct zn_tctx c0 = { .rank = 0,
                           .nranks = 2,
                           .peers = peers,
