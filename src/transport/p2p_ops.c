@@ -97,9 +97,6 @@ static ncclResult_t p2p_progress(struct zn_conn *c, int *progressed)
 /* Peers learn of a failure through the arenas' abort words and the kernels' error word. */
 static void p2p_abort(void *state, const char *msg) {}
 
-static ncclResult_t p2p_reg(void *state, void *buf, size_t len, void **handle);
-static ncclResult_t p2p_dereg(void *state, void *handle);
-
 static void p2p_fini(void *state)
 {
     struct p2p_state *s = state;
@@ -110,7 +107,8 @@ static void p2p_fini(void *state)
         zn_cuda_stream_destroy(s->conn[r]->stream);
         free(s->conn[r]);
     }
-    while (s->regs.n) p2p_dereg(s, s->regs.e[0]);
+    /* Registrations still held need no word to the peers: each peer's service unmaps what it
+     * imported when it stops (its communicator's end), and a peer may be gone already. */
     zn_p2p_reg_stop(s->svc);
     zn_reg_fini(&s->regs);
     free(s);

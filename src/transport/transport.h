@@ -123,7 +123,8 @@ struct zn_transport_ops {
     void (*fini)(void *state);
     /* Capabilities, latency and bandwidth toward peer. Pure. */
     void (*query)(const struct zn_tctx *ctx, int peer, struct zn_transport_props *props);
-    /* Register [buf, buf + len) for transfers and return a handle; undo it. */
+    /* Register [buf, buf + len) for transfers and return a handle; undo it. Success with
+     * *handle NULL: memory of a kind this transport does not register (nothing to undo). */
     ncclResult_t (*reg)(void *state, void *buf, size_t len, void **handle);
     ncclResult_t (*dereg)(void *state, void *handle);
 };
