@@ -54,9 +54,8 @@ struct ncclComm {
     struct zn_p2p *p2p;      /* GPU arenas: every peer's, or the ring neighbours' (ring mode) */
     struct zn_cuda_ctx cuda; /* the CUDA executor's view */
     void *host_words;        /* pinned, mapped: [0] abort flag, [1] kernel error */
-    struct zn_p2p_reg *reg;  /* maps the buffers peers register (full p2p mode), or NULL */
+    void *p2p_state;         /* zn_transport_p2p's state (full p2p mode: registrations), or NULL */
     int proxy_held;          /* holds a reference on the process's proxy (zn_proxy_acquire) */
-    uint32_t reg_seq;        /* ids of this rank's registrations */
     int staged; /* the staged path exists: for everything (no GPU ring), or in ring mode for
                    what the ring kernels do not do */
 

@@ -95,53 +95,18 @@ ZN_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm)
 
 /* Host communicators read and write user memory directly, so registration has nothing to pin
  * or map: the handle only records the range, so that deregistration can be checked. On a cuda
- * communicator whose GPUs all map each other, a buffer in a cuMem allocation that can be
- * exported (ncclMemAlloc) is also mapped by every peer, and allreduces whose buffers are all
- * registered then run zero-copy (exec/cuda_exec.c). Other memory stays bookkeeping only. */
+ * communicator whose GPUs all map each other, the p2p transport registers the buffer too
+ * (transport/p2p.h: a cuMem allocation that can be exported, as ncclMemAlloc makes, is mapped by
+ * every peer), and allreduces whose buffers are all registered then run zero-copy
+ * (exec/cuda_exec.c). Other memory stays bookkeeping only. */
 struct zn_reg {
     uint64_t magic;
     struct ncclComm *comm;
     void *buf;
     size_t size;
-    uint32_t id; /* shared with the peers under this id; 0: not shared */
+    void *handle; /* the p2p transport's, or NULL: not registered there */
 };
 #define ZN_REG_MAGIC 0x7a6e726567ull
-
-/* Share r's allocation with every peer. Memory that cannot be shared is left as bookkeeping
- * (returns success); a peer that cannot map it is an error. */
-static ncclResult_t reg_share(struct ncclComm *comm, struct zn_reg *r)
-{
-    struct zn_cumem m;
-    int fd = -1;
-    if (!comm->reg || !r->size || zn_cumem_find(r->buf, &m) != 0) return ncclSuccess;
-    int cur = zn_cuda_current_device();
-    if (cur != comm->cuda_dev) ZN_CHECK(zn_cuda_set_device(comm->cuda_dev));
-    ncclResult_t res = zn_cumem_export_fd(&m, &fd);
-    if (res != ncclSuccess) {
-        zn_info(ZN_P2P, "ncclCommRegister: %p is not exportable cuMem memory (%s): no zero-copy",
-                r->buf, zn_last_error());
-        zn_clear_last_error();
-        res = ncclSuccess;
-        goto out;
-    }
-    struct zn_cuda_reg cr = { .lo = (uintptr_t)r->buf,
-                              .hi = (uintptr_t)r->buf + r->size,
-                              .base = (uintptr_t)m.ptr,
-                              .id = ++comm->reg_seq };
-    cr.peer[comm->rank] = m.ptr;
-    res = zn_p2p_reg_share(&comm->tctx, fd, m.size, cr.id, cr.peer);
-    if (res == ncclSuccess) {
-        res = zn_cuda_reg_add(&comm->cuda, &cr);
-        if (res != ncclSuccess)
-            zn_p2p_reg_unshare(&comm->tctx, cr.id, -1);
-        else
-            r->id = cr.id;
-    }
-out:
-    if (fd >= 0) close(fd);
-    if (cur >= 0 && cur != comm->cuda_dev) zn_cuda_set_device(cur);
-    return res;
-}
 
 ZN_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size,
        void **handle)
@@ -153,7 +118,9 @@ ZN_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t
     struct zn_reg *r = calloc(1, sizeof(*r));
     if (!r) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
     *r = (struct zn_reg){ .magic = ZN_REG_MAGIC, .comm = comm, .buf = buff, .size = size };
-    ncclResult_t res = reg_share(comm, r);
+    ncclResult_t res = ncclSuccess;
+    if (comm->p2p_state && size)
+        res = zn_transport_p2p.reg(comm->p2p_state, buff, size, &r->handle);
     if (res != ncclSuccess) {
         free(r);
         return res;
@@ -171,17 +138,7 @@ ZN_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle)
                         "ncclCommDeregister: handle %p was not returned by ncclCommRegister on "
                         "this communicator",
                         handle);
-    if (r->id) {
-        /* The peers' kernels read and write this buffer through their mappings until this
-         * rank's kernels of the same calls end (their end barrier): wait for those before the
-         * peers unmap it. */
-        int cur = zn_cuda_current_device();
-        if (cur != comm->cuda_dev) zn_cuda_set_device(comm->cuda_dev);
-        zn_cuda_device_sync();
-        if (cur >= 0 && cur != comm->cuda_dev) zn_cuda_set_device(cur);
-        zn_cuda_reg_remove(&comm->cuda, r->id);
-        zn_p2p_reg_unshare(&comm->tctx, r->id, -1);
-    }
+    if (r->handle) ZN_CHECK(zn_transport_p2p.dereg(comm->p2p_state, r->handle));
     r->magic = 0;
     free(r);
     return ncclSuccess;

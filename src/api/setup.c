@@ -182,32 +182,14 @@ static ncclResult_t exchange_peers(struct ncclComm *c)
     return ncclSuccess;
 }
 
-/* Rank 0 makes the arena, then everyone learns whether that worked before mapping it, so a
- * failure on rank 0 (a full /dev/shm) fails every rank at once instead of at the deadline. */
+/* The shared-memory arena: the shm transport's collective memory. */
 static ncclResult_t setup_arena(struct ncclComm *c)
 {
-    int ok = 1;
-    ncclResult_t res = ncclSuccess;
-    size_t slot = (size_t)zn_params()->shm_slot_size;
-    if (c->rank == 0) {
-        res = zn_arena_create(&c->tctx, slot, &c->arena);
-        ok = res == ncclSuccess;
-    }
-    int *all = calloc((size_t)c->nranks, sizeof(int));
-    if (!all) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
-    all[c->rank] = ok;
-    ncclResult_t gres = zn_boot_allgather(c->boot, all, sizeof(int));
-    int root_ok = all[0];
-    free(all);
-    if (res != ncclSuccess) return res;
-    ZN_CHECK(gres);
-    if (!root_ok) {
-        char who[128];
-        zn_peer_str(&c->tctx, 0, who, sizeof(who));
-        return zn_error(ncclRemoteError, ZN_INIT,
-                        "%s could not create the shared-memory arena (see its log)", who);
-    }
-    if (c->rank != 0) ZN_CHECK(zn_arena_create(&c->tctx, slot, &c->arena));
+    const struct zn_transport_collmem_ops *cm = zn_transport_collmem(&zn_transport_shm);
+    struct zn_collmem_args args = { .bytes = (size_t)zn_params()->shm_slot_size, .dev = -1 };
+    void *mem = NULL;
+    ZN_CHECK(cm->create(&c->tctx, &args, &mem));
+    c->arena = mem;
     return ncclSuccess;
 }
 
@@ -339,7 +321,12 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     for (int r = 0; r < n; r++) map[r] = !ring_mode || r == next || r == prev;
     int nch = (int)want[0];
     size_t slot = (size_t)want[1];
-    ZN_CHECK(zn_p2p_create(&c->tctx, c->cuda_dev, zn_dev_arena_bytes(n, nch, slot), map, &c->p2p));
+    struct zn_collmem_args args = { .bytes = zn_dev_arena_bytes(n, nch, slot),
+                                    .dev = c->cuda_dev,
+                                    .want = map };
+    void *mem = NULL;
+    ZN_CHECK(zn_transport_collmem(&zn_transport_p2p)->create(&c->tctx, &args, &mem));
+    c->p2p = mem;
     ZN_CHECK(setup_cuda_words(c));
     struct zn_cuda_ctx *x = &c->cuda;
     for (int r = 0; r < n; r++) x->dev.arena[r] = c->p2p->peer[r];
@@ -355,7 +342,11 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     /* Ring mode stages what the ring kernels do not do: that needs the host path too. With
      * every peer mapped, registered buffers can be too (zero-copy). */
     c->staged = ring_mode;
-    if (!ring_mode) ZN_CHECK(zn_p2p_reg_start(&c->tctx, c->cuda_dev, &c->reg));
+    if (!ring_mode) {
+        ZN_CHECK(zn_transport_check(&zn_transport_p2p));
+        ZN_CHECK(zn_transport_p2p.init(&c->tctx, &c->p2p_state));
+        x->regs = zn_p2p_regs(c->p2p_state);
+    }
     if (ring_mode) {
         char list[64] = "";
         for (int p = 0; p < n; p++)
@@ -545,14 +536,14 @@ void zn_comm_free(struct ncclComm *c)
         int cur = zn_cuda_current_device();
         if (zn_cuda_set_device(c->cuda_dev) == ncclSuccess) zn_cuda_device_sync();
         zn_cuda_ctx_fini(&c->cuda);
-        zn_p2p_reg_stop(c->reg);
-        zn_p2p_destroy(c->p2p);
+        if (c->p2p_state) zn_transport_p2p.fini(c->p2p_state);
+        if (c->p2p) zn_transport_collmem(&zn_transport_p2p)->destroy(c->p2p);
         zn_cuda_host_free(c->host_words);
         if (cur >= 0) zn_cuda_set_device(cur);
     }
     if (c->proxy_held) zn_proxy_release();
     zn_peer_watch_destroy(c->watch);
-    zn_arena_destroy(c->arena);
+    if (c->arena) zn_transport_collmem(&zn_transport_shm)->destroy(c->arena);
     zn_conns_destroy(c->conns);
     zn_exec_comm_fini(&c->cx);
     zn_boot_destroy(c->boot);

@@ -27,39 +27,12 @@ static int reduces(enum zn_coll c)
     return c == ZN_COLL_ALLREDUCE || c == ZN_COLL_REDUCE || c == ZN_COLL_REDUCESCATTER;
 }
 
-ncclResult_t zn_cuda_reg_add(struct zn_cuda_ctx *cx, const struct zn_cuda_reg *r)
-{
-    struct zn_cuda_reg *n = realloc(cx->regs, (size_t)(cx->nregs + 1) * sizeof(*n));
-    if (!n) return zn_error(ncclSystemError, ZN_COLL, "out of memory");
-    cx->regs = n;
-    cx->regs[cx->nregs++] = *r;
-    return ncclSuccess;
-}
-
-void zn_cuda_reg_remove(struct zn_cuda_ctx *cx, uint32_t id)
-{
-    for (int i = 0; i < cx->nregs; i++)
-        if (cx->regs[i].id == id) {
-            cx->regs[i] = cx->regs[--cx->nregs];
-            return;
-        }
-}
-
-/* The registration that holds [p, p + bytes), or NULL. */
-static const struct zn_cuda_reg *reg_find(const struct zn_cuda_ctx *cx, const void *p, size_t bytes)
-{
-    uintptr_t lo = (uintptr_t)p;
-    for (int i = 0; i < cx->nregs; i++)
-        if (lo >= cx->regs[i].lo && lo + bytes <= cx->regs[i].hi) return &cx->regs[i];
-    return NULL;
-}
-
 /* Registered buffers (NCCL's contract: then every rank's are) that a zero-copy kernel would
  * touch: allreduce needs both; the collectives that store into their destinations (allgather,
  * alltoall, broadcast, scatter) the receive buffers; those that read the peers' inputs
  * (reducescatter, reduce, gather) the send buffers. 1 if every one it needs is registered. */
 static int zc_regs(const struct zn_cuda_ctx *cx, const struct zn_coll_args *a, size_t bytes,
-                   const struct zn_cuda_reg **rs, const struct zn_cuda_reg **rr)
+                   const struct zn_reg_entry **rs, const struct zn_reg_entry **rr)
 {
     int coll = a->coll;
     size_t nb = bytes * (size_t)cx->dev.nranks;
@@ -69,14 +42,14 @@ static int zc_regs(const struct zn_cuda_ctx *cx, const struct zn_coll_args *a, s
     size_t sb = coll == ZN_COLL_REDUCESCATTER ? nb : bytes;
     size_t rb = coll == ZN_COLL_ALLGATHER || coll == ZN_COLL_ALLTOALL ? nb : bytes;
     *rs = *rr = NULL;
-    if ((both || !push) && !(*rs = reg_find(cx, a->sendbuf, sb))) return 0;
-    if ((both || push) && !(*rr = reg_find(cx, a->recvbuf, rb))) return 0;
+    if ((both || !push) && !(*rs = zn_reg_find(cx->regs, a->sendbuf, sb))) return 0;
+    if ((both || push) && !(*rr = zn_reg_find(cx->regs, a->recvbuf, rb))) return 0;
     return 1;
 }
 
 /* Point a zero-copy kernel at where each peer sees the buffers it touches. */
 static void zc_pack(const struct zn_cuda_ctx *cx, const struct zn_coll_args *a,
-                    const struct zn_cuda_reg *rs, const struct zn_cuda_reg *rr,
+                    const struct zn_reg_entry *rs, const struct zn_reg_entry *rr,
                     struct zn_dev_coll_args *k)
 {
     for (int q = 0; q < cx->dev.nranks; q++) {
@@ -123,7 +96,7 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
     struct zn_dev_coll_args k;
     pack_coll(cx, o, &k);
     size_t bytes = a->count * a->esize;
-    const struct zn_cuda_reg *rs, *rr;
+    const struct zn_reg_entry *rs, *rr;
     struct zn_gpu_call call = { .coll = a->coll,
                                 .bytes = bytes,
                                 .count = a->count,
@@ -280,9 +253,7 @@ const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
 
 void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx)
 {
-    free(cx->regs);
     cx->regs = NULL;
-    cx->nregs = 0;
     zn_stage_destroy(cx->stage);
     cx->stage = NULL;
     zn_cuda_order_fini(&cx->order);
@@ -299,13 +270,6 @@ const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
 {
     return NULL;
 }
-
-ncclResult_t zn_cuda_reg_add(struct zn_cuda_ctx *cx, const struct zn_cuda_reg *r)
-{
-    return zn_error(ncclInvalidUsage, ZN_COLL, "this zinc build has no CUDA support");
-}
-
-void zn_cuda_reg_remove(struct zn_cuda_ctx *cx, uint32_t id) {}
 
 void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx) {}
 

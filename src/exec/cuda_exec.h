@@ -10,17 +10,9 @@
 #include "abi/dev_abi.h"
 #include "exec/cuda_op.h"
 #include "exec/exec.h"
+#include "transport/reg.h"
 
 struct zn_stage;
-
-/* A buffer registered with ncclCommRegister whose allocation every peer has mapped: calls
- * whose buffers all lie in such ranges can skip the FIFOs (zero-copy). */
-struct zn_cuda_reg {
-    uintptr_t lo, hi;             /* the registered range */
-    uintptr_t base;               /* start of its allocation */
-    void *peer[ZN_DEV_MAX_RANKS]; /* the allocation as each peer maps it (own: base) */
-    uint32_t id;
-};
 
 /* The executor's view of a cuda communicator. */
 struct zn_cuda_ctx {
@@ -35,9 +27,11 @@ struct zn_cuda_ctx {
     size_t chunk;                  /* other kernels' bytes per channel (ZINC_GPU_CHUNK) */
     struct zn_cuda_order order;    /* launches in order across streams */
     const char *force_algo;
-    const char *force_proto;  /* ZINC_PROTO: LL or SIMPLE */
-    struct zn_cuda_reg *regs; /* registered buffers shared with every peer */
-    int nregs;
+    const char *force_proto; /* ZINC_PROTO: LL or SIMPLE */
+    /* Buffers registered with ncclCommRegister whose allocations every peer has mapped
+     * (owned by the p2p transport; NULL without it): calls whose buffers all lie in them can
+     * skip the FIFOs (zero-copy). */
+    const struct zn_reg_table *regs;
 };
 
 /* Launch every operation of one communicator's share of a group: collectives in call order,
@@ -46,10 +40,6 @@ ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int 
 
 /* A kernel of this communicator gave up (peer gone, deadline, abort): the reason, or NULL. */
 const char *zn_cuda_failure(const struct zn_cuda_ctx *cx);
-
-/* Registered buffers (ncclCommRegister on a communicator whose peers mapped them). */
-ncclResult_t zn_cuda_reg_add(struct zn_cuda_ctx *cx, const struct zn_cuda_reg *r);
-void zn_cuda_reg_remove(struct zn_cuda_ctx *cx, uint32_t id);
 
 void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx);
 

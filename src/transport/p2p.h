@@ -13,6 +13,7 @@
 #ifndef ZN_TRANSPORT_P2P_H
 #define ZN_TRANSPORT_P2P_H
 
+#include "reg.h"
 #include "transport.h"
 #include "util/cuda.h"
 
@@ -61,5 +62,18 @@ void zn_p2p_reg_stop(struct zn_p2p_reg *s);
 ncclResult_t zn_p2p_reg_share(const struct zn_tctx *ctx, int fd, size_t size, uint32_t id,
                               void **peer_ptr);
 void zn_p2p_reg_unshare(const struct zn_tctx *ctx, uint32_t id, int peer);
+
+/* The transport's tables (p2p_ops.c). zn_transport_p2p: init starts the registration service
+ * (a local call, on the rank's GPU of its peer info); connect gives a connection for one-sided
+ * operations; reg shares a buffer's cuMem allocation with every peer and records it in the
+ * state's registration table (other memory: *handle NULL, nothing registered); dereg waits for
+ * the device and asks the peers to unmap; fini stops the service (peers' services drop what
+ * they imported when they stop). zn_p2p_collmem: the arenas above (a struct zn_p2p per rank;
+ * args->want as zn_p2p_create's, NULL for every peer). zn_p2p_rma: puts and signals into
+ * registered regions of peers. */
+extern const struct zn_transport_collmem_ops zn_p2p_collmem;
+extern const struct zn_transport_rma_ops zn_p2p_rma;
+/* The registrations of a zn_transport_p2p state (NULL state: none), for zero-copy lookups. */
+const struct zn_reg_table *zn_p2p_regs(void *state);
 
 #endif

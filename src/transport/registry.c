@@ -1,5 +1,7 @@
 /* The transport registry and helpers shared by all transports. */
 #include "transport.h"
+#include "p2p.h"
+#include "shm_arena.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -33,6 +35,94 @@ ncclResult_t zn_transport_check(const struct zn_transport_ops *t)
         return zn_error(ncclInternalError, ZN_INIT, "transport %s leaves its %s slot empty", name,
                         missing);
     return ncclSuccess;
+}
+
+ncclResult_t zn_transport_rma_check(const struct zn_transport_rma_ops *t)
+{
+    const char *name = t->name ? t->name : "(unnamed)";
+    if (t->size != sizeof(*t))
+        return zn_error(ncclInternalError, ZN_INIT,
+                        "transport %s has a one-sided table of %zu bytes, this build expects %zu",
+                        name, t->size, sizeof(*t));
+    const char *missing = !t->name          ? "name"
+                          : !t->key_pack    ? "key_pack"
+                          : !t->key_import  ? "key_import"
+                          : !t->key_release ? "key_release"
+                          : !t->put         ? "put"
+                          : !t->signal      ? "signal"
+                          : !t->flush       ? "flush"
+                                            : NULL;
+    if (missing)
+        return zn_error(ncclInternalError, ZN_INIT,
+                        "transport %s leaves its one-sided %s slot empty", name, missing);
+    return ncclSuccess;
+}
+
+/* The one-sided stubs: the message names the transport where the call says which one. */
+static ncclResult_t rma_missing(const struct zn_conn *c, const char *op)
+{
+    const struct zn_conn_hdr *h = (const struct zn_conn_hdr *)c;
+    return zn_transport_unsupported(h && h->ops ? h->ops->name : "(this one)", op);
+}
+
+static ncclResult_t key_pack_unsupported(void *state, void *handle, struct zn_rma_key *key)
+{
+    return zn_error(ncclInvalidUsage, ZN_NET,
+                    "this transport has no one-sided operations (key_pack)");
+}
+
+static ncclResult_t key_import_unsupported(void *state, int peer, const struct zn_rma_key *key,
+                                           void **remote)
+{
+    return zn_error(ncclInvalidUsage, ZN_NET,
+                    "this transport has no one-sided operations (key_import)");
+}
+
+static ncclResult_t key_release_unsupported(void *state, void *remote)
+{
+    return zn_error(ncclInvalidUsage, ZN_NET,
+                    "this transport has no one-sided operations (key_release)");
+}
+
+static ncclResult_t put_unsupported(struct zn_conn *c, void *local, size_t loff, void *remote,
+                                    size_t roff, size_t len)
+{
+    return rma_missing(c, "one-sided put");
+}
+
+static ncclResult_t signal_unsupported(struct zn_conn *c, void *remote, size_t roff, uint64_t value)
+{
+    return rma_missing(c, "one-sided signal");
+}
+
+static ncclResult_t flush_unsupported(struct zn_conn *c)
+{
+    return rma_missing(c, "one-sided flush");
+}
+
+const struct zn_transport_rma_ops zn_transport_rma_unsupported = {
+    .size = sizeof(struct zn_transport_rma_ops),
+    .name = "unsupported",
+    .key_pack = key_pack_unsupported,
+    .key_import = key_import_unsupported,
+    .key_release = key_release_unsupported,
+    .put = put_unsupported,
+    .signal = signal_unsupported,
+    .flush = flush_unsupported,
+};
+
+/* Looked up here rather than through slots of the main table, so that transports without these
+ * capabilities (socket) need no change. */
+const struct zn_transport_rma_ops *zn_transport_rma(const struct zn_transport_ops *t)
+{
+    return t == &zn_transport_p2p ? &zn_p2p_rma : &zn_transport_rma_unsupported;
+}
+
+const struct zn_transport_collmem_ops *zn_transport_collmem(const struct zn_transport_ops *t)
+{
+    return t == &zn_transport_shm   ? &zn_shm_collmem
+           : t == &zn_transport_p2p ? &zn_p2p_collmem
+                                    : NULL;
 }
 
 ncclResult_t zn_transport_reg_unsupported(void *state, void *buf, size_t len, void **handle)

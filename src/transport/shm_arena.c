@@ -30,7 +30,7 @@ static size_t layout(int nranks, size_t buf_size, size_t *ctrl_off, size_t *slot
     return *slot_off + (size_t)nranks * ARENA_NBUF * buf_size;
 }
 
-ncclResult_t zn_arena_create(const struct zn_tctx *ctx, size_t slot_size, struct zn_arena **out)
+static ncclResult_t arena_create(const struct zn_tctx *ctx, size_t slot_size, struct zn_arena **out)
 {
     struct zn_arena *a = calloc(1, sizeof(*a));
     if (!a) return zn_error(ncclSystemError, ZN_SHM, "out of memory");
@@ -81,12 +81,53 @@ ncclResult_t zn_arena_create(const struct zn_tctx *ctx, size_t slot_size, struct
     return ncclSuccess;
 }
 
-void zn_arena_destroy(struct zn_arena *a)
+static void arena_destroy(void *mem)
 {
+    struct zn_arena *a = mem;
     if (!a) return;
     zn_shm_detach(&a->seg);
     free(a);
 }
+
+/* Rank 0 makes the arena, then everyone learns whether that worked before mapping it, so a
+ * failure on rank 0 (a full /dev/shm) fails every rank at once instead of at the deadline. */
+static ncclResult_t collmem_create(const struct zn_tctx *ctx, const struct zn_collmem_args *args,
+                                   void **mem)
+{
+    struct zn_arena *a = NULL;
+    ncclResult_t res = ncclSuccess;
+    if (ctx->rank == 0) res = arena_create(ctx, args->bytes, &a);
+    int *all = calloc((size_t)ctx->nranks, sizeof(int));
+    if (!all) {
+        arena_destroy(a);
+        return zn_error(ncclSystemError, ZN_SHM, "out of memory");
+    }
+    all[ctx->rank] = res == ncclSuccess;
+    ncclResult_t gres = zn_boot_allgather(ctx->boot, all, sizeof(int));
+    int root_ok = all[0];
+    free(all);
+    if (res == ncclSuccess) res = gres;
+    if (res == ncclSuccess && !root_ok) {
+        char who[128];
+        zn_peer_str(ctx, 0, who, sizeof(who));
+        res = zn_error(ncclRemoteError, ZN_SHM,
+                       "%s could not create the shared-memory arena (see its log)", who);
+    }
+    if (res == ncclSuccess && ctx->rank != 0) res = arena_create(ctx, args->bytes, &a);
+    if (res != ncclSuccess) {
+        arena_destroy(a);
+        return res;
+    }
+    *mem = a;
+    return ncclSuccess;
+}
+
+const struct zn_transport_collmem_ops zn_shm_collmem = {
+    .size = sizeof(struct zn_transport_collmem_ops),
+    .name = "shm",
+    .create = collmem_create,
+    .destroy = arena_destroy,
+};
 
 void zn_arena_set_abort(struct zn_arena *a, ncclResult_t code, const char *msg)
 {

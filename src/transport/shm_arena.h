@@ -59,10 +59,12 @@ struct zn_arena {
     uint64_t seq;               /* last window number handed out */
 };
 
-/* Collective over the communicator (every rank on one host): rank 0 creates the segment, the
- * others map it. Blocks until mapped or the deadline. */
-ncclResult_t zn_arena_create(const struct zn_tctx *ctx, size_t slot_size, struct zn_arena **out);
-void zn_arena_destroy(struct zn_arena *a);
+/* The shm transport's collective memory (zn_transport_collmem(&zn_transport_shm)): create makes
+ * a struct zn_arena with args->bytes per rank's slot, collectively over a communicator whose
+ * ranks all share one host (rank 0 creates the segment, the others map it; blocks until mapped
+ * or the deadline); destroy unmaps it. Users other than the transport see only the accessors
+ * below. */
+extern const struct zn_transport_collmem_ops zn_shm_collmem;
 
 static inline void *zn_arena_buf(const struct zn_arena *a, int rank, uint64_t seq)
 {

@@ -81,8 +81,10 @@ enum zn_channel { ZN_CH_COLL = 0, ZN_CH_P2P = 1, ZN_NCHANNELS = 2 };
 /* What a transport reports of itself (as UCX's iface_query): capabilities, and the latency and
  * bandwidth of one message, which protocol choice and the cost model may read. */
 enum zn_transport_cap {
-    ZN_TCAP_MSG = 1u << 0, /* two-sided isend / irecv (every transport) */
-    ZN_TCAP_REG = 1u << 1, /* registers memory (reg / dereg do something) */
+    ZN_TCAP_MSG = 1u << 0,     /* two-sided isend / irecv (every transport) */
+    ZN_TCAP_REG = 1u << 1,     /* registers memory (reg / dereg do something) */
+    ZN_TCAP_RMA = 1u << 2,     /* one-sided put / signal / flush (zn_transport_rma) */
+    ZN_TCAP_COLLMEM = 1u << 3, /* collective memory (zn_transport_collmem) */
 };
 struct zn_transport_props {
     uint32_t caps;     /* enum zn_transport_cap bits */
@@ -123,9 +125,62 @@ struct zn_transport_ops {
     void (*fini)(void *state);
     /* Capabilities, latency and bandwidth toward peer. Pure. */
     void (*query)(const struct zn_tctx *ctx, int peer, struct zn_transport_props *props);
-    /* Register [buf, buf + len) for transfers and return a handle; undo it. */
+    /* Register [buf, buf + len) for transfers and return a handle; undo it. Success with
+     * *handle NULL: memory of a kind this transport does not register (nothing to undo). */
     ncclResult_t (*reg)(void *state, void *buf, size_t len, void **handle);
     ncclResult_t (*dereg)(void *state, void *handle);
+};
+
+/* What a peer must receive to address a region this rank registered (reg's handle), packed by
+ * the owner and imported by the peer: opaque to everyone but the transport that made it, as
+ * libfabric's memory keys are. size says how many bytes of data are meaningful. */
+#define ZN_RMA_KEY_MAX 96
+struct zn_rma_key {
+    uint32_t size;
+    uint32_t pad;
+    uint8_t data[ZN_RMA_KEY_MAX];
+};
+
+/* One-sided operations of a transport (in the style of libfabric's fi_ops_rma): a table of its
+ * own, with its own size, reached through zn_transport_rma() so that transports without them
+ * need no new slots. Connections come from the main table's connect(); regions from its reg().
+ * put and signal are only issued here: they complete in order per connection, and flush waits
+ * until every one issued before it on c is complete (visible in the peer's memory). */
+struct zn_transport_rma_ops {
+    size_t size; /* sizeof(struct zn_transport_rma_ops) */
+    const char *name;
+    /* The key peers need to address the registered region handle (reg's). */
+    ncclResult_t (*key_pack)(void *state, void *handle, struct zn_rma_key *key);
+    /* Map a region peer registered (its packed key) for puts and signals; undo it. */
+    ncclResult_t (*key_import)(void *state, int peer, const struct zn_rma_key *key, void **remote);
+    ncclResult_t (*key_release)(void *state, void *remote);
+    /* Copy len bytes from local region + loff to the peer's region remote + roff. */
+    ncclResult_t (*put)(struct zn_conn *c, void *local, size_t loff, void *remote, size_t roff,
+                        size_t len);
+    /* Store value into the 64-bit word at remote + roff (8-byte aligned), after every put issued
+     * before it on c. */
+    ncclResult_t (*signal)(struct zn_conn *c, void *remote, size_t roff, uint64_t value);
+    /* Block until every put and signal issued on c so far is complete. */
+    ncclResult_t (*flush)(struct zn_conn *c);
+};
+
+/* What collective memory is to hold, for zn_transport_collmem's create. */
+struct zn_collmem_args {
+    size_t bytes;        /* per rank */
+    int dev;             /* CUDA device for device memory; -1 for host memory */
+    const uint8_t *want; /* nranks entries: which peers' memory to map (NULL: every peer) */
+};
+
+/* Collective memory: one region per rank that the other ranks of the communicator map and
+ * reach with loads and stores (the shm transport's arena in /dev/shm, the p2p transport's in
+ * device memory). create is collective and blocks, bounded by the deadline; the handle is the
+ * transport's own type (transport/shm_arena.h, transport/p2p.h say what it is). */
+struct zn_transport_collmem_ops {
+    size_t size; /* sizeof(struct zn_transport_collmem_ops) */
+    const char *name;
+    ncclResult_t (*create)(const struct zn_tctx *ctx, const struct zn_collmem_args *args,
+                           void **mem);
+    void (*destroy)(void *mem);
 };
 
 /* The built-in transports, in preference order: the first that can connect a peer (and is
@@ -134,9 +189,20 @@ struct zn_transport_ops {
 extern const struct zn_transport_ops *const zn_transports[ZN_NTRANSPORTS];
 extern const struct zn_transport_ops zn_transport_shm;
 extern const struct zn_transport_ops zn_transport_net; /* over a net of src/net: TCP, IB, plugins */
+/* The p2p transport (GPU memory mapped between GPUs) carries no messages, so it is not among
+ * zn_transports; setup of cuda communicators uses it (transport/p2p.h). */
+extern const struct zn_transport_ops zn_transport_p2p;
+
+/* t's one-sided table; zn_transport_rma_unsupported (every slot an error naming the transport)
+ * for a transport without them. Never NULL. */
+const struct zn_transport_rma_ops *zn_transport_rma(const struct zn_transport_ops *t);
+extern const struct zn_transport_rma_ops zn_transport_rma_unsupported;
+/* t's collective memory, or NULL for a transport without it. */
+const struct zn_transport_collmem_ops *zn_transport_collmem(const struct zn_transport_ops *t);
 
 /* The table is of this build's size and fills every slot; else an error naming what is wrong. */
 ncclResult_t zn_transport_check(const struct zn_transport_ops *t);
+ncclResult_t zn_transport_rma_check(const struct zn_transport_rma_ops *t);
 
 /* The "unsupported" stubs of the optional slots. */
 ncclResult_t zn_transport_reg_unsupported(void *state, void *buf, size_t len, void **handle);

@@ -220,6 +220,30 @@ ncclResult_t zn_cuda_memcpy_htod(void *dst, const void *src, size_t size)
     return rt_check(cudaMemcpy(dst, src, size, cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
+ncclResult_t zn_cuda_stream_create(void **stream)
+{
+    cudaStream_t s;
+    ZN_CHECK(rt_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+    *stream = s;
+    return ncclSuccess;
+}
+
+void zn_cuda_stream_destroy(void *stream)
+{
+    if (stream) cudaStreamDestroy((cudaStream_t)stream);
+}
+
+ncclResult_t zn_cuda_memcpy_async(void *dst, const void *src, size_t size, void *stream)
+{
+    return rt_check(cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, (cudaStream_t)stream),
+                    "cudaMemcpyAsync");
+}
+
+ncclResult_t zn_cuda_stream_sync(void *stream)
+{
+    return rt_check(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+}
+
 ncclResult_t zn_cuda_host_alloc(void **host, void **dev, size_t size)
 {
     ZN_CHECK(rt_check(cudaHostAlloc(host, size, cudaHostAllocMapped | cudaHostAllocPortable),
@@ -534,6 +558,19 @@ ncclResult_t zn_cuda_memset(void *ptr, int v, size_t size)
 ncclResult_t zn_cuda_memcpy_htod(void *dst, const void *src, size_t size)
 {
     return absent("cudaMemcpy");
+}
+ncclResult_t zn_cuda_stream_create(void **stream)
+{
+    return absent("cudaStreamCreate");
+}
+void zn_cuda_stream_destroy(void *stream) {}
+ncclResult_t zn_cuda_memcpy_async(void *dst, const void *src, size_t size, void *stream)
+{
+    return absent("cudaMemcpyAsync");
+}
+ncclResult_t zn_cuda_stream_sync(void *stream)
+{
+    return absent("cudaStreamSynchronize");
 }
 ncclResult_t zn_cuda_host_alloc(void **host, void **dev, size_t size)
 {

@@ -68,6 +68,14 @@ ncclResult_t zn_cuda_ipc_get(void *ptr, void *handle64);
 ncclResult_t zn_cuda_ipc_open(const void *handle64, void **ptr);
 void zn_cuda_ipc_close(void *ptr);
 
+/* Host-driven copies (the p2p transport's one-sided puts): a non-blocking stream of this
+ * process's current device, copies of any direction ordered on it, and a wait for them. A
+ * source in pageable host memory may be reused as soon as the copy call returns. */
+ncclResult_t zn_cuda_stream_create(void **stream);
+void zn_cuda_stream_destroy(void *stream);
+ncclResult_t zn_cuda_memcpy_async(void *dst, const void *src, size_t size, void *stream);
+ncclResult_t zn_cuda_stream_sync(void *stream);
+
 /* Streams and host synchronisation (setup and teardown only, never on the data path). */
 ncclResult_t zn_cuda_device_sync(void);
 /* Whether the stream is being captured into a graph. */

@@ -21,6 +21,10 @@
  *             and direction, completion in posting order
  *   duplex    64 MB each way at once between partners: no deadlock
  *   mismatch  a receive posted with another length fails with ncclInvalidUsage naming the peer
+ *   onesided  without ZN_TCAP_RMA, put / signal / flush on a connection (and the key calls)
+ *             fail with ncclInvalidUsage naming the transport and the operation
+ *   collmem   ZN_TCAP_COLLMEM matches zn_transport_collmem; shm's arena made through it is
+ *             shared: every rank reads every peer's slot pattern
  *   stray     (net) connections to a rank's listener whose HELLO is not one of the
  *             communicator's are closed and disturb nothing (garbage below the HELLO is the
  *             net's business: tests/net)
@@ -33,7 +37,8 @@
  *   perf      (not in "all") loopback throughput, rank 0 <-> rank 1
  *
  * Files: conformance.c (this: harness, driver loop, patterns, main), scenarios.c (every
- * transport), scenarios_net.c (net only), conformance.h (what they share).
+ * transport), scenarios_caps.c (optional capabilities), scenarios_net.c (net only),
+ * conformance.h (what they share).
  */
 #include "conformance.h"
 #include "bootstrap/bootstrap.h"
@@ -336,6 +341,8 @@ static const struct scenario scenarios[] = {
     { .name = "small", .fn = sc_small, .min_ranks = 2 },
     { .name = "duplex", .fn = sc_duplex, .min_ranks = 2 },
     { .name = "mismatch", .fn = sc_mismatch, .min_ranks = 2 },
+    { .name = "onesided", .fn = sc_onesided, .min_ranks = 2 },
+    { .name = "collmem", .fn = sc_collmem, .min_ranks = 2 },
     { .name = "stray", .fn = sc_stray, .net_only = 1, .min_ranks = 2 },
     { .name = "setup", .fn = sc_setup, .net_only = 1, .min_ranks = 2 },
     { .name = "perf", .fn = sc_perf, .min_ranks = 2 },

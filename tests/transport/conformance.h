@@ -100,6 +100,9 @@ int sc_duplex(struct rank_env *e);
 int sc_mismatch(struct rank_env *e);
 int sc_exit(struct rank_env *e);
 int sc_perf(struct rank_env *e);
+/* scenarios_caps.c: */
+int sc_onesided(struct rank_env *e);
+int sc_collmem(struct rank_env *e);
 /* scenarios_net.c: */
 int sc_stray(struct rank_env *e);
 int sc_setup(struct rank_env *e);
