@@ -5,6 +5,7 @@
  * unsupported one-sided table to transports without one; and the registration table finds
  * exactly the ranges registered.
  */
+#include "proxy/service.h"
 #include "transport/p2p.h"
 #include "transport/reg.h"
 #include "transport/shm_arena.h"
@@ -80,10 +81,13 @@ ZT_TEST(p2p_keys_round_trip_checks)
     struct zn_tctx ch = { .rank = 0, .nranks = 2, .peers = hostonly };
     ZT_EQ_INT(zn_transport_p2p.init(&ch, &none), ncclInvalidUsage);
     ZT_ASSERT(strstr(zn_last_error(), "no GPU"));
+    /* p2p serves registrations through the process's proxy service, as a communicator does. */
+    ZT_EQ_INT(zn_proxy_acquire(), ncclSuccess);
     struct zn_tctx c0 = { .rank = 0,
                           .nranks = 2,
                           .peers = peers,
-                          .comm_hash = 0x7a6e000000000000ull ^ (uint64_t)getpid() };
+                          .comm_hash = 0x7a6e000000000000ull ^ (uint64_t)getpid(),
+                          .svc = zn_proxy_svc() };
     struct zn_tctx c1 = c0;
     c1.rank = 1;
     void *owner = NULL, *importer = NULL;
@@ -105,6 +109,7 @@ ZT_TEST(p2p_keys_round_trip_checks)
     ZT_EQ_INT(zn_p2p_rma.key_release(importer, remote), 0);
     zn_transport_p2p.fini(owner);
     zn_transport_p2p.fini(importer);
+    zn_proxy_release();
     zn_clear_last_error();
 }
 
