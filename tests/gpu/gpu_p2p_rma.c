@@ -7,6 +7,7 @@
  * every peer's bytes and signal word.
  */
 #include "bootstrap/bootstrap.h"
+#include "proxy/service.h"
 #include "transport/p2p.h"
 #include "transport/peer.h"
 #include "util/err.h"
@@ -126,12 +127,15 @@ static int child(int rank, int n, int idfd)
     peers[rank].cuda_dev = dev;
     OK(zn_cuda_bus_id(dev, peers[rank].bus_id, sizeof(peers[rank].bus_id)));
     OK(zn_boot_allgather(boot, peers, sizeof(peers[0])));
+    /* p2p serves registrations through the process's proxy service, as a communicator does. */
+    OK(zn_proxy_acquire());
     struct zn_tctx ctx = { .rank = rank,
                            .nranks = n,
                            .peers = peers,
                            .boot = boot,
                            .comm_hash = zn_boot_magic(boot),
-                           .abort_flag = &abort_flag };
+                           .abort_flag = &abort_flag,
+                           .svc = zn_proxy_svc() };
     void *state = NULL, *handle = NULL;
     struct zn_cumem mem;
     uint8_t *host = malloc(BYTES);
@@ -152,6 +156,7 @@ static int child(int rank, int n, int idfd)
     if (rc) zn_boot_abort(boot, ncclInternalError, "gpu_p2p_rma failed");
     zn_transport_p2p.dereg(state, handle);
     zn_transport_p2p.fini(state);
+    zn_proxy_release();
     zn_cumem_free(&mem);
     zn_boot_destroy(boot);
     free(host);
