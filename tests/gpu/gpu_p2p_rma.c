@@ -71,8 +71,9 @@ static int exchange(const struct zn_tctx *ctx, void *state, struct zn_cumem *mem
         OK(rma->put(c, handle, (size_t)rank * SLOT, remote, (size_t)rank * SLOT, SLOT));
         OK(rma->signal(c, remote, SIGS + (size_t)rank * 8, signal_of(rank, q)));
         OK(rma->flush(c));
-        /* Out-of-bounds puts are refused before anything moves. */
-        if (rma->put(c, handle, 0, remote, SIGS, SLOT) != ncclInvalidArgument)
+        /* Out-of-bounds puts are refused before anything moves: this one would end half a slot
+         * past the end of the peer's registered buffer. */
+        if (rma->put(c, handle, 0, remote, BYTES - SLOT / 2, SLOT) != ncclInvalidArgument)
             FAIL("a put past the end of rank %d's region was not refused", q);
         zn_clear_last_error();
         OK(rma->key_release(state, remote));
