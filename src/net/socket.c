@@ -194,21 +194,21 @@ static void take_new(struct nsock_listen *l)
     for (;;) {
         int fd;
         if (zn_sock_try_accept(l->fd, &fd) != 0) return;
-        union zn_sockaddr from;
-        socklen_t len = sizeof(from);
-        struct nsock_pending *p = &l->pend[l->npend];
-        if (getpeername(fd, &from.sa, &len) == 0)
-            zn_sockaddr_str(&from, p->from, sizeof(p->from));
-        else
-            snprintf(p->from, sizeof(p->from), "?");
+        union zn_sockaddr addr;
+        socklen_t len = sizeof(addr);
+        char from[ZN_SOCKADDR_STRLEN] = "?";
+        if (getpeername(fd, &addr.sa, &len) == 0) zn_sockaddr_str(&addr, from, sizeof(from));
+        /* Checked before pend[npend] is touched: with the table full it is one past the end. */
         if (l->npend == NSOCK_PENDING) {
             zn_warn(
                 ZN_NET,
                 "socket net %s: %d connections have not said hello yet; closing the one from %s",
-                l->addr, NSOCK_PENDING, p->from);
+                l->addr, NSOCK_PENDING, from);
             close(fd);
             continue;
         }
+        struct nsock_pending *p = &l->pend[l->npend];
+        memcpy(p->from, from, sizeof(from));
         p->fd = fd;
         p->got = 0;
         p->deadline = zn_deadline_from_now();
