@@ -276,6 +276,35 @@ static ncclResult_t recv_post(struct nt_conn *c, int *progressed)
     return ncclSuccess;
 }
 
+/* The header at p (a slot holding size bytes): its fields, and who sent it in *who. An abort
+ * message fails the connection with the peer's reason (at most 512 bytes of it). */
+static ncclResult_t read_hdr(struct nt_conn *c, const char *p, int size, uint32_t *kind,
+                             uint32_t *seq, uint64_t *len, char *who, size_t wholen)
+{
+    memcpy(kind, p, 4);
+    memcpy(seq, p + 4, 4);
+    memcpy(len, p + 8, 8);
+    peer_str(c, who, wholen);
+    if (*kind != NT_ABORT) return ncclSuccess;
+    int n = size - NT_HDR_BYTES;
+    return zn_nt_fail(c, ncclRemoteError, "%s aborted: %.*s", who,
+                      n < 0     ? 0
+                      : n > 512 ? 512
+                                : n,
+                      p + NT_HDR_BYTES);
+}
+
+/* A message of len bytes arrived for receive q: the lengths must agree. */
+static ncclResult_t check_len(struct nt_conn *c, const char *who, uint64_t len,
+                              const struct zn_req *q)
+{
+    if (len == q->len) return ncclSuccess;
+    return zn_nt_fail(c, ncclInvalidUsage,
+                      "net transport: %s sent a message of %llu bytes on the %s channel, "
+                      "the receive was posted for %zu bytes",
+                      who, (unsigned long long)len, zn_nt_channel_name(c->hdr.channel), q->len);
+}
+
 /* The chunk in slot i (size bytes) goes to rq_head: check it, copy it, retire the slot. */
 static ncclResult_t recv_consume(struct nt_conn *c, int i, int size)
 {
@@ -283,16 +312,8 @@ static ncclResult_t recv_consume(struct nt_conn *c, int i, int size)
     const char *p = slot_buf(c, d, i);
     uint32_t kind, seq;
     uint64_t len;
-    memcpy(&kind, p, 4);
-    memcpy(&seq, p + 4, 4);
-    memcpy(&len, p + 8, 8);
     char who[160];
-    peer_str(c, who, sizeof(who));
-    if (kind == NT_ABORT) {
-        int n = size - NT_HDR_BYTES;
-        return zn_nt_fail(c, ncclRemoteError, "%s aborted: %.*s", who, n > 512 ? 512 : n,
-                          p + NT_HDR_BYTES);
-    }
+    ZN_CHECK(read_hdr(c, p, size, &kind, &seq, &len, who, sizeof(who)));
     struct zn_req *q = c->rq_head;
     size_t want = q->len - c->roff < c->st->chunk ? q->len - c->roff : c->st->chunk;
     if (kind != NT_DATA || seq != c->recv_seq)
@@ -300,11 +321,7 @@ static ncclResult_t recv_consume(struct nt_conn *c, int i, int size)
                           "net transport: %s sent a chunk of kind %#x, message %u (expected "
                           "message %u): the stream is corrupt",
                           who, kind, seq, c->recv_seq);
-    if (len != q->len)
-        return zn_nt_fail(c, ncclInvalidUsage,
-                          "net transport: %s sent a message of %llu bytes on the %s channel, "
-                          "the receive was posted for %zu bytes",
-                          who, (unsigned long long)len, zn_nt_channel_name(c->hdr.channel), q->len);
+    ZN_CHECK(check_len(c, who, len, q));
     if ((size_t)size != NT_HDR_BYTES + want)
         return zn_nt_fail(c, ncclRemoteError,
                           "net transport: %s sent a chunk of %d bytes, expected %zu", who, size,
@@ -449,30 +466,15 @@ static ncclResult_t recv_header(struct nt_conn *c, int i, int size)
     const char *p = slot_buf(c, &c->r, i);
     uint32_t kind, seq;
     uint64_t len;
-    memcpy(&kind, p, 4);
-    memcpy(&seq, p + 4, 4);
-    memcpy(&len, p + 8, 8);
     char who[160];
-    peer_str(c, who, sizeof(who));
-    if (kind == NT_ABORT) {
-        int n = size - NT_HDR_BYTES;
-        return zn_nt_fail(c, ncclRemoteError, "%s aborted: %.*s", who,
-                          n < 0     ? 0
-                          : n > 512 ? 512
-                                    : n,
-                          p + NT_HDR_BYTES);
-    }
+    ZN_CHECK(read_hdr(c, p, size, &kind, &seq, &len, who, sizeof(who)));
     struct zn_req *q = c->rnext;
     if (kind != NT_DATA || seq != c->recv_seq || size != NT_HDR_BYTES)
         return zn_nt_fail(c, ncclRemoteError,
                           "net transport: %s sent a header of kind %#x, message %u, %d bytes "
                           "(expected message %u): the stream is corrupt",
                           who, kind, seq, size, c->recv_seq);
-    if (len != q->len)
-        return zn_nt_fail(c, ncclInvalidUsage,
-                          "net transport: %s sent a message of %llu bytes on the %s channel, "
-                          "the receive was posted for %zu bytes",
-                          who, (unsigned long long)len, zn_nt_channel_name(c->hdr.channel), q->len);
+    ZN_CHECK(check_len(c, who, len, q));
     c->rnext = q->next;
     c->rhdr = 0;
     c->recv_seq++;
