@@ -1,0 +1,165 @@
+#!/bin/bash
+# Host allreduce (float sum) between 2 "hosts" over TCP loopback, in one sitting: zinc's net
+# transport on the socket net against Open MPI over TCP and Gloo, then one 64 MB transfer through
+# the socket net against iperf3 (bench/net-vs-iperf.sh), as markdown tables with the ratios the
+# README reports.
+#   bench/net-vs-peers.sh [ROUNDS=3] [PEERS_DIR=../shared/bench/cpu]
+# NETNS=1 (as root) adds zinc alone across a veth pair between two network namespaces: allreduce
+# busbw, and a 64 MB two-rank sendrecv (both directions at once) against `iperf3 --bidir`; the
+# peer programs cannot run across namespaces (Gloo's device is fixed to 127.0.0.1).
+# 2 ranks from zinc-run, each its own host by ZINC_HOSTID (tests/hosts/hostwrap.sh), so every
+# byte goes through the net transport on ZINC_SOCKET_IFNAME=lo; zinc runs with the default socket
+# net and with ZINC_SOCKET_NTHREADS=2 ZINC_NSOCKS_PERTHREAD=2. Open MPI runs with
+# `--mca pml ob1 --mca btl tcp,self` (no shared memory, no UCX), Gloo with its TCP device on
+# 127.0.0.1; the peers are the workplace's anchor programs in PEERS_DIR. The configurations
+# alternate within each round; every cell is the median over the rounds (zinc: over the rounds'
+# out-of-place and in-place times), busbw by nccl-tests' definition (algbw * 2(n-1)/n).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+rounds=${1:-3}
+peers=${2:-$here/../shared/bench/cpu}
+build=${BUILD:-$here/build}
+n=2
+"$here/scripts/deps.sh" bench >/dev/null
+[ -x "$build/bin/zinc-perf" ] || { echo "build zinc first (make)"; exit 2; }
+if [ ! -f "$peers/mpi_allreduce.c" ] || [ ! -f "$peers/gloo_allreduce.cc" ]; then
+    echo "peer programs not found in $peers"
+    exit 2
+fi
+out=$(mktemp -d)
+ns=(znb$$a znb$$b)
+cleanup() {
+    if [ "${NETNS:-0}" = 1 ]; then for x in "${ns[@]}"; do ip netns del "$x" 2>/dev/null || true; done; fi
+    rm -rf "$out"
+}
+trap cleanup EXIT
+mpicc -O2 -o "$out/mpi_allreduce" "$peers/mpi_allreduce.c"
+g++ -O2 -std=c++17 -o "$out/gloo_allreduce" "$peers/gloo_allreduce.cc" -lgloo -lpthread
+max=$((64 << 20))
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# Prints "bytes time_us" lines at the sizes the peer programs measure (8 B x 4^k: 128 KB, 512 KB,
+# 2 MB, 8 MB, 32 MB within 64 KB .. 64 MB); extra arguments are environment settings.
+zinc() {
+    local a=(env ZINC_DEVICE=host ZINC_SOCKET_IFNAME=lo RANKS_PER_HOST=1 "$@"
+        "$build/bin/zinc-run" -n "$n" "$here/tests/hosts/hostwrap.sh" "$build/bin/zinc-perf"
+        all_reduce -f 4 -c 0)
+    { "${a[@]}" -b 128K -e 512K -n 200 -w 20 && "${a[@]}" -b 2M -e 32M -n 20 -w 3; } |
+        awk '$1 ~ /^[0-9]+$/ {print $1, $6; print $1, $10}'
+}
+mpi() {
+    mpirun --allow-run-as-root --oversubscribe -np $n --mca pml ob1 --mca btl tcp,self \
+        --mca btl_tcp_if_include lo "$out/mpi_allreduce" $max |
+        awk '$1 ~ /^[0-9]+$/ && $1 >= 65536 {if ($4 != 1) {print "mpi: wrong result at " $1 > "/dev/stderr"; exit 1}; print $1, $2}'
+}
+gloo() {
+    rm -rf "$out/store" && mkdir -p "$out/store"
+    local r pids=()
+    for r in $(seq 0 $((n - 1))); do
+        "$out/gloo_allreduce" "$r" $n "$out/store" $max >"$out/gloo.$r" &
+        pids+=($!)
+    done
+    for r in "${pids[@]}"; do wait "$r"; done
+    awk '$1 ~ /^[0-9]+$/ && $1 >= 65536 {print $1, $2}' "$out/gloo.0"
+}
+
+# Once, logged: both ranks' net transport ran on the socket net (not shm, not a plugin).
+ZINC_DEBUG=INFO ZINC_DEBUG_SUBSYS=INIT,NET ZINC_DEVICE=host ZINC_SOCKET_IFNAME=lo RANKS_PER_HOST=1 \
+    "$build/bin/zinc-run" -n $n "$here/tests/hosts/hostwrap.sh" "$build/bin/zinc-perf" all_reduce \
+    -b 64K -e 64K -n 2 -w 1 >"$out/check" 2>&1
+got=$(grep -c "net transport: net Socket," "$out/check" || true)
+[ "$got" = $n ] || { echo "only $got of $n ranks used the net transport on the socket net:"; cat "$out/check"; exit 1; }
+
+load0=$(load)
+for r in $(seq "$rounds"); do
+    {
+        zinc | sed 's/^/zinc /'
+        zinc ZINC_SOCKET_NTHREADS=2 ZINC_NSOCKS_PERTHREAD=2 | sed 's/^/zinc22 /'
+        mpi | sed 's/^/mpi /'
+        gloo | sed 's/^/gloo /'
+    } >>"$out/all"
+done
+load1=$(load)
+# median time per configuration and size, then busbw
+sort -k1,1 -k2,2n -k3,3g "$out/all" | awk -v n=$n '
+    function flush() { if (c) printf "%s %s %.6g\n", k1, k2, (k2 / v[int((c + 1) / 2)]) / 1e3 * 2 * (n - 1) / n }
+    $1 != k1 || $2 != k2 { flush(); k1 = $1; k2 = $2; c = 0 }
+    { v[++c] = $3 } END { flush() }' >"$out/med"
+for c in zinc zinc22 mpi gloo; do awk -v c=$c '$1 == c {print $2, $3}' "$out/med" | sort -k1,1 >"$out/$c.bw"; done
+
+echo "### allreduce float sum, $n ranks as 2 hosts over TCP loopback, busbw GB/s"
+echo
+echo "$(nproc) cores, $(date -u +%Y-%m-%d), median of $rounds rounds, load average (1/5/15 min) $load0 before, $load1 after"
+echo
+echo "| bytes | zinc | zinc 2 thr x 2 socks | Open MPI tcp | Gloo | zinc / MPI | zinc 2x2 / MPI | zinc / Gloo | zinc 2x2 / Gloo |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+join "$out/zinc.bw" "$out/zinc22.bw" | join - "$out/mpi.bw" | join - "$out/gloo.bw" | awk '{
+    printf "| %s | %.3f | %.3f | %.3f | %.3f | %.2fx | %.2fx | %.1fx | %.1fx |\n", $1, $2, $3, $4, $5,
+        $2 / $4, $3 / $4, $2 / $5, $3 / $5 }' | sort -t'|' -k2,2n
+echo
+echo "targets: zinc >= 1.2x Open MPI over TCP and >= 5x Gloo at every size"
+echo
+echo "runs (time us per configuration and size, zinc: out-of-place and in-place per round):"
+echo
+sort -s -k1,1 -k2,2n "$out/all" | awk '{k = $1 " " $2; if (k != p) {if (p != "") print line; line = k ":"; p = k} line = line " " $3} END {print line}' | sed 's/^/    /'
+echo
+echo "### 64 MB transfers through the socket net vs iperf3 on lo"
+echo
+"$here/bench/net-vs-iperf.sh" "$rounds"
+echo
+ZINC_SOCKET_NTHREADS=2 ZINC_NSOCKS_PERTHREAD=2 "$here/bench/net-vs-iperf.sh" "$rounds"
+
+[ "${NETNS:-0}" = 1 ] || exit 0
+# Two namespaces joined by one veth pair; every rank is in its own namespace, hence its own host.
+ip netns add "${ns[0]}"
+ip netns add "${ns[1]}"
+ip link add znb0 netns "${ns[0]}" type veth peer name znb1 netns "${ns[1]}"
+for h in 0 1; do
+    ip -n "${ns[h]}" link set lo up
+    ip -n "${ns[h]}" addr add "10.79.0.$((h + 1))/24" dev "znb$h"
+    ip -n "${ns[h]}" link set "znb$h" up
+done
+port=$((29600 + RANDOM % 300))
+# znsperf ARGS...: one zinc-perf job, rank h in namespace h; prints rank 0's "bytes time_us" lines.
+znsperf() {
+    local h pids=()
+    port=$((port + 1))
+    for h in 0 1; do
+        ip netns exec "${ns[h]}" env ZINC_RANK=$h ZINC_NRANKS=2 ZINC_LOCAL_RANK=0 ZINC_LOCAL_NRANKS=1 \
+            ZINC_COMM_ID=10.79.0.1:$port ZINC_SOCKET_IFNAME=znb ZINC_DEVICE=host \
+            "$build/bin/zinc-perf" -c 0 "$@" >"$out/ns.$h" 2>&1 &
+        pids+=($!)
+    done
+    for h in "${pids[@]}"; do wait "$h"; done
+    awk '$1 ~ /^[0-9]+$/ {print $1, $6; print $1, $10}' "$out/ns.0"
+}
+iperf_bidir() { # per-direction Gbit/s of one iperf3 --bidir run of 64 MB x 20 each way
+    ip netns exec "${ns[0]}" iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
+    local srv=$!
+    sleep 0.5
+    ip netns exec "${ns[1]}" iperf3 -c 10.79.0.1 -p "$port" --bidir -n $(((64 << 20) * 20)) -J |
+        python3 -c 'import json,sys; e=json.load(sys.stdin)["end"]
+print("%.2f" % ((e["sum_received"]["bits_per_second"] + e["sum_received_bidir_reverse"]["bits_per_second"]) / 2e9))'
+    wait "$srv" || true
+}
+: >"$out/ns.all"
+for r in $(seq "$rounds"); do
+    {
+        znsperf all_reduce -b 128K -e 512K -f 4 -n 200 -w 20 | sed 's/^/ar /'
+        znsperf all_reduce -b 2M -e 32M -f 4 -n 20 -w 3 | sed 's/^/ar /'
+        znsperf sendrecv -b 64M -e 64M -n 20 -w 3 | sed 's/^/sr /'
+        echo "iperf 0 $(iperf_bidir)"
+    } >>"$out/ns.all"
+done
+echo
+echo "### across a veth pair between two network namespaces (zinc alone), load $(load)"
+echo
+echo "| bytes | zinc allreduce busbw GB/s (median of $rounds) |"
+echo "| ---: | ---: |"
+sort -k1,1 -k2,2n -k3,3g "$out/ns.all" | awk '$1 == "ar" {if ($2 != k && c) {printf "| %s | %.3f |\n", k, k / v[int((c + 1) / 2)] / 1e3; c = 0} k = $2; v[++c] = $3}
+    END {if (c) printf "| %s | %.3f |\n", k, k / v[int((c + 1) / 2)] / 1e3}'
+zs=$(awk '$1 == "sr" {print $3}' "$out/ns.all" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')
+is=$(awk '$1 == "iperf" {print $3}' "$out/ns.all" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')
+echo
+echo "64 MB sendrecv between the 2 ranks, each direction: zinc $(awk -v t="$zs" 'BEGIN {printf "%.2f", 64 * 1048576 * 8 / t / 1e3}') Gbit/s (median time $zs us),"
+echo "iperf3 --bidir $is Gbit/s per direction (median), zinc / iperf3 = $(awk -v t="$zs" -v i="$is" 'BEGIN {printf "%.2f", 64 * 1048576 * 8 / t / 1e3 / i}')"
