@@ -33,7 +33,7 @@
 #define ZN_DEV_NBUF        2   /* slots per FIFO */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 6
+#define ZN_DEV_ABI_VERSION 7
 
 #define ZN_DEV_CTRL_WORDS  (8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
@@ -51,6 +51,13 @@
 #define ZN_DEV_ZCSEND_OFF (ZN_DEV_ZCSEQ_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_ZCRECV_OFF (ZN_DEV_ZCSEND_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_DATA_OFF   65536 /* control area, padded */
+/* Net shadows. A ring neighbour on another host has no arena this GPU can map: arena[] points
+ * at a shadow instead, an arena-shaped block of pinned host memory that the kernels write as if
+ * it were the peer's arena (the slots of row `rank`, ready[rank][ch], ack[rank][ch]) and that
+ * the proxy's GPU net engine (proxy/gpunet.h) reads and carries over the net. Nobody keeps
+ * counters in a shadow, so its sent rows hold what the engine needs besides: the bytes of the
+ * slot last committed into buffer buf of channel ch, at ctrl word (buf, ch) of this offset. */
+#define ZN_DEV_NETSIZE_OFF ZN_DEV_SENT_OFF
 /* Low-latency (LL) buffers: 16-byte packets of 8 data bytes, each 4 data bytes next to a 4-byte
  * flag, so that a reader needs no separate ready flag and no fence: per (src, ch), two
  * buffers (calls alternate) of ZN_DEV_LL_BYTES. Used for small calls of every collective. */
@@ -81,6 +88,12 @@ ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nranks, int nch, size_t sl
 {
     return zn_dev_ll_off(nranks, nch, slot_bytes) +
            (size_t)nranks * (size_t)nch * 2 * ZN_DEV_LL_BYTES;
+}
+
+/* Offset of control word (peer, ch) of the array at off (ZN_DEV_READY_OFF, ...). */
+ZN_DEV_HD static inline size_t zn_dev_ctrl_off(size_t off, int peer, int ch)
+{
+    return off + ((size_t)peer * ZN_DEV_MAX_CH + (size_t)ch) * 8;
 }
 
 /* Offset of slot (src, ch, buf) in an arena. */
@@ -133,6 +146,7 @@ struct zn_dev_comm {
     int32_t nch;                   /* channels the arena has room for (no kernel launches more) */
     int32_t ring_pos;              /* this rank's position on the ring */
     int8_t ring[ZN_DEV_MAX_RANKS]; /* rank at each ring position (neighbours reach each other) */
+    uint8_t net_mask;              /* bit r: arena[r] is a net shadow (ZN_DEV_NETSIZE_OFF) */
 };
 
 /* Kernel error codes written to *error (first one wins). */

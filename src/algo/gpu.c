@@ -115,7 +115,8 @@ static double zerocopy_cost(const struct zn_gpu_call *c)
  * fenced FIFO steps. */
 static int ring_ll_supports(const struct zn_gpu_call *c)
 {
-    return c->nranks > 1 && c->coll == ZN_COLL_ALLREDUCE && ll_fits(c) && ring_ll_channels(c);
+    return c->nranks > 1 && c->coll == ZN_COLL_ALLREDUCE && ll_fits(c) && ring_ll_channels(c) &&
+           !c->net;
 }
 
 static double ring_ll_cost(const struct zn_gpu_call *c)

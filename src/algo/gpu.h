@@ -24,6 +24,7 @@ struct zn_gpu_call {
     size_t esize;
     int nranks;
     int ring_mode;   /* only the ring neighbours' arenas are mapped */
+    int net;         /* some of them are net shadows: FIFO slots only, no LL packets */
     int premul;      /* PreMulSum: each rank scales its own input */
     int in_place;    /* sendbuf == recvbuf */
     int registered;  /* the buffers zero-copy needs are registered and mapped by every peer */

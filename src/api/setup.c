@@ -5,6 +5,7 @@
 #include "comm.h"
 #include "util/clock.h"
 #include "exec/cuda_stage.h"
+#include "proxy/gpunet.h"
 #include "proxy/service.h"
 #include "util/cuda.h"
 #include "util/param.h"
@@ -284,6 +285,71 @@ static ncclResult_t agree_reach(struct ncclComm *c, uint8_t *all, char *why, siz
     return res;
 }
 
+/* Across hosts (ZINC_GPU_NET): whether the ring kernels run with the proxy carrying the ring's
+ * hops between hosts, agreed by every rank. The ring is the host-ordered one of topology(): it
+ * can, when the ranks of each host form a chain of GPUs that reach each other. *nch: the
+ * channels of such a communicator (ZINC_GPU_NET_CHANNELS). */
+static ncclResult_t agree_gpu_net(struct ncclComm *c, const uint8_t *reach, int *use, int *nch)
+{
+    const struct zn_params *p = zn_params();
+    int n = c->nranks, *every = calloc((size_t)n, 2 * sizeof(int));
+    if (!every) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
+    int want[2] = { !strcmp(p->gpu_net, "auto") ? 0 : !strcmp(p->gpu_net, "staged") ? 1 : -1,
+                    (int)p->gpu_net_channels };
+    memcpy(every + 2 * c->rank, want, sizeof(want));
+    ncclResult_t res = zn_boot_allgather(c->boot, every, 2 * sizeof(int));
+    for (int r = 0; r < n && res == ncclSuccess; r++)
+        if (memcmp(every + 2 * r, want, sizeof(want)) != 0)
+            res = zn_error(ncclInvalidUsage, ZN_INIT,
+                           "rank %d has ZINC_GPU_NET=%s ZINC_GPU_NET_CHANNELS=%d but rank %d has "
+                           "%s, %d: every rank needs the same values",
+                           c->rank, p->gpu_net, want[1], r,
+                           every[2 * r] == 0 ? "auto" : every[2 * r] == 1 ? "staged" : "?",
+                           every[2 * r + 1]);
+    free(every);
+    if (res == ncclSuccess && want[0] < 0)
+        res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_NET=%s is not auto or staged",
+                       p->gpu_net);
+    if (res == ncclSuccess && (want[1] < 1 || want[1] > ZN_GPUNET_MAX_CH))
+        res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_NET_CHANNELS=%d: must be 1-%d",
+                       want[1], ZN_GPUNET_MAX_CH);
+    *use = res == ncclSuccess && want[0] == 0;
+    for (int i = 0; *use && i < n; i++) {
+        int a = c->ring[i], b = c->ring[(i + 1) % n];
+        if (c->peers[a].host_hash == c->peers[b].host_hash &&
+            !(reach[a * n + b] && reach[b * n + a]))
+            *use = 0;
+    }
+    *nch = want[1];
+    return res;
+}
+
+/* The ring neighbours of another host get net shadows for arenas (abi/dev_abi.h), served by the
+ * proxy's GPU net engine. */
+static ncclResult_t setup_gpu_net(struct ncclComm *c, int next, int prev, int nch, size_t slot)
+{
+    struct zn_cuda_ctx *x = &c->cuda;
+    uint64_t h = c->peers[c->rank].host_hash;
+    struct zn_gpunet_config cfg = { .ctx = &c->tctx,
+                                    .cuda_dev = c->cuda_dev,
+                                    .next = next,
+                                    .prev = prev,
+                                    .next_remote = c->peers[next].host_hash != h,
+                                    .prev_remote = c->peers[prev].host_hash != h,
+                                    .nch = nch,
+                                    .slot_bytes = slot,
+                                    .dev_arena = c->p2p->peer[c->rank],
+                                    .abort_word = (volatile uint32_t *)c->host_words };
+    uint8_t *shadow[ZN_DEV_MAX_RANKS] = { 0 };
+    ZN_CHECK(zn_gpunet_create(&cfg, &x->gnet, shadow));
+    for (int r = 0; r < c->nranks; r++) {
+        if (!shadow[r]) continue;
+        x->dev.arena[r] = shadow[r];
+        x->dev.net_mask |= (uint8_t)(1u << r);
+    }
+    return ncclSuccess;
+}
+
 /* GPUs that all reach each other get arenas in device memory mapped by every peer and the
  * direct kernels. GPUs of which only a ring reaches each other (or with ZINC_P2P_TOPO=ring) map
  * their ring neighbours: allreduce, allgather, reducescatter, broadcast and reduce run as GPU
@@ -303,7 +369,12 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     } else {
         snprintf(why, sizeof(why), "more than %d GPUs", ZN_P2P_MAX_RANKS);
     }
-    if (!ring) {
+    int net = 0, net_nch = 0;
+    if (!ring && n <= ZN_P2P_MAX_RANKS && c->nhosts > 1)
+        ZN_CHECK(agree_gpu_net(c, reach, &net, &net_nch));
+    if (net)
+        for (int p = 0; p < n; p++) order[p] = c->ring[p];
+    if (!ring && !net) {
         c->staged = 1;
         zn_info(ZN_INIT, "cuda communicator: %s; staging through host memory",
                 *why ? why : "another rank's GPUs cannot reach their peers");
@@ -318,8 +389,11 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     while (order[pos] != c->rank) pos++;
     int next = order[(pos + 1) % n], prev = order[(pos + n - 1) % n];
     uint8_t map[ZN_P2P_MAX_RANKS];
-    for (int r = 0; r < n; r++) map[r] = !ring_mode || r == next || r == prev;
+    for (int r = 0; r < n; r++)
+        map[r] = (!ring_mode || r == next || r == prev) &&
+                 c->peers[r].host_hash == c->peers[c->rank].host_hash;
     int nch = (int)want[0];
+    if (net && nch > net_nch) nch = net_nch;
     size_t slot = (size_t)want[1];
     struct zn_collmem_args args = { .bytes = zn_dev_arena_bytes(n, nch, slot),
                                     .dev = c->cuda_dev,
@@ -330,6 +404,7 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     ZN_CHECK(setup_cuda_words(c));
     struct zn_cuda_ctx *x = &c->cuda;
     for (int r = 0; r < n; r++) x->dev.arena[r] = c->p2p->peer[r];
+    if (net) ZN_CHECK(setup_gpu_net(c, next, prev, nch, slot));
     for (int p = 0; p < n; p++) x->dev.ring[p] = (int8_t)order[p];
     x->dev.ring_pos = pos;
     x->ring = ring_mode;
@@ -356,7 +431,8 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
                 "cuda communicator: GPU ring %s (%s); alltoall, gather, scatter and "
                 "send/recv staged through host memory",
                 list,
-                full   ? "ZINC_P2P_TOPO=ring"
+                net    ? "hops between hosts carried over the net by the proxy"
+                : full ? "ZINC_P2P_TOPO=ring"
                 : *why ? why
                        : "not every GPU pair is connected");
     }

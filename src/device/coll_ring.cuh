@@ -40,7 +40,7 @@ __device__ bool ring_reduce_step(Chan &s, const zn_dev_coll_args &a, const Ring 
     reduce_n<T>(out ? out : fwd, extra, out && fwd ? 1 : 0, srcs, 2, cnt, a.op, 1, a.premul, sc,
                 post_div);
     release(s, g.prev);
-    if (fwd) commit(s, g.next);
+    if (fwd) commit(s, g.next, cnt * sizeof(T));
     return true;
 }
 
@@ -78,7 +78,7 @@ template <typename T> __device__ void allreduce_ring(Chan &s, const zn_dev_coll_
             copy_bytes2((uint8_t *)(out + w0 + ps), (uint8_t *)fwd, (const uint8_t *)p,
                         pl * sizeof(T));
             release(s, g.prev);
-            if (fwd) commit(s, g.next);
+            if (fwd) commit(s, g.next, pl * sizeof(T));
         }
     }
 }
@@ -228,7 +228,7 @@ static __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
             if (!p) return;
             copy_bytes2(out + w0, fwd, p, wl);
             release(s, g.prev);
-            if (fwd) commit(s, g.next);
+            if (fwd) commit(s, g.next, wl);
             continue;
         }
         /* Allgather: own block to next, then n-1 steps receiving the block of position p-st
@@ -243,7 +243,7 @@ static __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
             if (!p) return;
             copy_bytes2(out + b * cnt + w0, fwd, p, wl);
             release(s, g.prev);
-            if (fwd) commit(s, g.next);
+            if (fwd) commit(s, g.next, wl);
         }
     }
 }

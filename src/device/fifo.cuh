@@ -202,11 +202,20 @@ template <typename T> __device__ T *reserve(Chan &s, int dst)
 /* Block-wide: the reserved slots of dst (one peer), or of every peer (dst < 0), are filled;
  * raise their ready counters. One fence, by the thread that raises the flags, after the
  * barrier: the barrier orders the other threads' stores before it, and the fence is cumulative
- * (PTX release semantics), so a peer that sees its flag sees the whole slot. */
-static __device__ void commit(Chan &s, int dst)
+ * (PTX release semantics), so a peer that sees its flag sees the whole slot. bytes, where the
+ * caller knows it, is what the slot holds: a net shadow's engine sends only that much (without
+ * it, the whole slot). */
+static __device__ void commit(Chan &s, int dst, uint64_t bytes = ~0ull)
 {
     __syncthreads();
     if (threadIdx.x == 0) {
+        if (s.c->net_mask)
+            for (int k = 1; k < s.n; k++) {
+                int d = (s.me + k) % s.n;
+                if ((dst >= 0 && d != dst) || !((s.c->net_mask >> d) & 1)) continue;
+                *ctrl(s.c->arena[d], ZN_DEV_NETSIZE_OFF, (int)(s.sent[d] % ZN_DEV_NBUF), s.ch) =
+                    bytes < s.c->slot_bytes ? bytes : s.c->slot_bytes;
+            }
         __threadfence_system();
         for (int k = 1; k < s.n; k++) {
             int d = (s.me + k) % s.n;
@@ -225,7 +234,7 @@ __device__ int push(Chan &s, int dst, const T *src, uint64_t n, int premul = 0, 
     T *d = reserve<T>(s, dst);
     if (!d) return 0;
     copy_scaled<T>(d, src, n, premul, scalar);
-    commit(s, dst);
+    commit(s, dst, n * sizeof(T));
     return 1;
 }
 

@@ -1,6 +1,7 @@
 #include "cuda_exec.h"
 #include "cuda_stage.h"
 #include "algo/gpu.h"
+#include "proxy/gpunet.h"
 #include "util/cuda.h"
 #include "util/err.h"
 #include "util/param.h"
@@ -103,6 +104,7 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
                                 .esize = a->esize,
                                 .nranks = cx->dev.nranks,
                                 .ring_mode = cx->ring,
+                                .net = cx->dev.net_mask != 0,
                                 .premul = k.premul,
                                 .in_place = a->sendbuf == a->recvbuf,
                                 .registered = zc_regs(cx, a, bytes, &rs, &rr),
@@ -241,6 +243,8 @@ const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
 {
     const char *staged = cx->stage ? zn_stage_failure(cx->stage) : NULL;
     if (staged) return staged;
+    const char *net = zn_gpunet_failure(cx->gnet);
+    if (net) return net;
     if (!cx->error_host) return NULL;
     switch (*cx->error_host) {
     case ZN_DEV_OK: return NULL;
@@ -256,6 +260,8 @@ void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx)
     cx->regs = NULL;
     zn_stage_destroy(cx->stage);
     cx->stage = NULL;
+    zn_gpunet_destroy(cx->gnet);
+    cx->gnet = NULL;
     zn_cuda_order_fini(&cx->order);
 }
 

@@ -13,12 +13,14 @@
 #include "transport/reg.h"
 
 struct zn_stage;
+struct zn_gpunet;
 
 /* The executor's view of a cuda communicator. */
 struct zn_cuda_ctx {
     struct zn_stage *stage;        /* staged path (exec/cuda_stage.h): all operations, or in
                                       ring mode those the ring kernels do not do; else NULL */
     int ring;                      /* ring mode: only the ring neighbours' arenas are mapped */
+    struct zn_gpunet *gnet;        /* ring hops between hosts (proxy/gpunet.h), or NULL */
     struct zn_dev_comm dev;        /* what kernels get */
     int cuda_dev;                  /* device ordinal in this process */
     volatile uint32_t *error_host; /* host view of dev.error */

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@ struct zn_proxy_ring {
 static struct {
     pthread_mutex_t lock; /* the ring list; held by the progress thread during a pass */
     struct zn_proxy_ring *rings;
+    struct zn_proxy_client *clients;
     pthread_t thread;
     int started;
     atomic_int stop;
@@ -60,6 +62,26 @@ void zn_proxy_ring_destroy(struct zn_proxy_ring *r)
     pthread_mutex_unlock(&np.lock);
     free(r->live);
     free(r);
+}
+
+void zn_proxy_client_add(struct zn_proxy_client *cl)
+{
+    pthread_mutex_lock(&np.lock);
+    cl->next = np.clients;
+    np.clients = cl;
+    pthread_mutex_unlock(&np.lock);
+}
+
+void zn_proxy_client_remove(struct zn_proxy_client *cl)
+{
+    /* Under the lock the progress thread is between passes: cl is not running. */
+    pthread_mutex_lock(&np.lock);
+    for (struct zn_proxy_client **p = &np.clients; *p; p = &(*p)->next)
+        if (*p == cl) {
+            *p = cl->next;
+            break;
+        }
+    pthread_mutex_unlock(&np.lock);
 }
 
 int zn_proxy_net_post(struct zn_proxy_ring *r, struct zn_proxy_netop *op)
@@ -174,9 +196,11 @@ static int pass(void)
             }
         }
     }
+    for (struct zn_proxy_client *cl = np.clients; cl; cl = cl->next) moved |= cl->progress(cl->arg);
+    int clients = np.clients != NULL;
     pthread_mutex_unlock(&np.lock);
     if (moved) atomic_store(&np.last_progress_ns, zn_now_ns());
-    return moved;
+    return moved ? 1 : clients ? -1 : 0;
 }
 
 static void *progress_main(void *arg)
@@ -184,8 +208,15 @@ static void *progress_main(void *arg)
     (void)arg;
     long nap_ns = 0;
     while (!atomic_load(&np.stop)) {
-        if (pass()) {
+        int r = pass();
+        if (r > 0) {
             nap_ns = 0;
+            continue;
+        }
+        /* A client serves kernels, which can commit a slot at any moment: within 100 ms of
+         * the last progress it is polled again at once, as NCCL's proxy does. */
+        if (r < 0 && zn_now_ns() - atomic_load(&np.last_progress_ns) < 100000000) {
+            sched_yield();
             continue;
         }
         /* Nothing moved: nap, longer each idle pass, up to 1 ms. */
@@ -235,5 +266,7 @@ void zn_proxy_netops_dump(void)
                     (double)(now - op->posted_ns) / 1e9);
         }
     }
+    for (struct zn_proxy_client *cl = np.clients; cl; cl = cl->next)
+        if (cl->dump) cl->dump(cl->arg);
     pthread_mutex_unlock(&np.lock);
 }

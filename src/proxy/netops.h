@@ -74,6 +74,21 @@ static inline int zn_proxy_net_status(const struct zn_proxy_netop *op)
 ncclResult_t zn_proxy_net_wait(struct zn_proxy_netop *op, int64_t deadline,
                                const atomic_int *abort_flag);
 
+/* Other work the progress thread drives on every pass, next to the rings: an owner whose net
+ * connections are fed from elsewhere than a poster's ring (the GPU net engine, gpunet.h, whose
+ * ops come from kernels' counters). progress() returns nonzero when something moved; it runs
+ * on the progress thread with the thread's lock held, so it must not block, and once
+ * zn_proxy_client_remove returned it does not run again. dump() (may be NULL) prints the
+ * owner's state for the state dump. */
+struct zn_proxy_client {
+    int (*progress)(void *arg);
+    void (*dump)(void *arg);
+    void *arg;
+    struct zn_proxy_client *next; /* the progress thread's list */
+};
+void zn_proxy_client_add(struct zn_proxy_client *cl);
+void zn_proxy_client_remove(struct zn_proxy_client *cl);
+
 /* The progress thread (service.c starts and stops it with the service). */
 ncclResult_t zn_proxy_netops_start(void);
 void zn_proxy_netops_stop(void);

@@ -26,19 +26,23 @@ int zn_p2p_reach(const struct zn_tctx *ctx, const char (*bus_ids)[20], uint8_t *
         snprintf(why, len, "more than %d GPUs", ZN_P2P_MAX_RANKS);
         return 0;
     }
-    uint64_t host = ctx->peers[0].host_hash;
-    for (int r = 0; r < n; r++) {
-        if (ctx->peers[r].host_hash != host) {
+    uint64_t mine = ctx->peers[ctx->rank].host_hash;
+    for (int r = 0; r < n; r++)
+        if (ctx->peers[r].host_hash != mine && !*why)
             snprintf(why, len, "ranks on more than one host");
-            return 0;
-        }
-    }
     /* Each pair's bus ids, as seen from this process (the devices of one host are visible to
      * all its processes unless CUDA_VISIBLE_DEVICES hides them; then the pair is treated as
      * not capable). */
     for (int a = 0; a < n; a++) {
+        uint64_t ha = ctx->peers[a].host_hash;
         int da = zn_cuda_device_by_bus_id(bus_ids[a]);
         for (int b = 0; b < n; b++) {
+            uint64_t hb = ctx->peers[b].host_hash;
+            if (ha != hb) continue; /* 0: a net hop at best */
+            if (ha != mine) {
+                reach[a * n + b] = 1; /* their host's ranks judge */
+                continue;
+            }
             int db = zn_cuda_device_by_bus_id(bus_ids[b]);
             reach[a * n + b] = a == b || (da >= 0 && db >= 0 && zn_cuda_can_access_peer(da, db));
             if (!reach[a * n + b] && !*why)

@@ -33,9 +33,12 @@ struct zn_p2p {
 
 /* Which GPUs of the communicator can map each other's memory, as this process sees them:
  * reach[a * nranks + b] for every pair (reach[a][a] = 1). Returns 0 (matrix all 0, reason in
- * why) when the p2p transport cannot be used at all: ranks on several hosts, more than
- * ZN_P2P_MAX_RANKS of them, or ZINC_P2P_DISABLE. bus_ids[r] is rank r's GPU ("0000:1b:00.0").
- * Processes that see different devices can answer differently: combine every rank's matrix. */
+ * why) when the p2p transport cannot be used at all: more than ZN_P2P_MAX_RANKS ranks, or
+ * ZINC_P2P_DISABLE. Pairs on different hosts never reach each other (why says "ranks on more
+ * than one host"); a process judges only the pairs of its own host and answers 1 for the pairs
+ * of other hosts, which their own ranks judge. bus_ids[r] is rank r's GPU ("0000:1b:00.0").
+ * Processes that see different devices can answer differently: combine every rank's matrix
+ * (AND). */
 int zn_p2p_reach(const struct zn_tctx *ctx, const char (*bus_ids)[20], uint8_t *reach, char *why,
                  size_t len);
 

@@ -7,6 +7,7 @@
  * Every row: a float call of 8 B to 64 MB (per rank where NCCL counts blocks) with the
  * default ZINC_GPU_CHUNK (4K) and ZINC_GPU_LL_CHUNK (2K); expected "algorithm/channels".
  */
+#include "abi/dev_abi.h"
 #include "algo/gpu.h"
 #include "zt.h"
 
@@ -510,5 +511,38 @@ ZT_TEST(ring_mode_collectives)
     for (int c = 0; c < ZN_NCOLLS; c++) ZT_EQ_INT(zn_gpu_ring_on_gpu((enum zn_coll)c), on_gpu[c]);
 }
 
+/* Across hosts (net shadows among the neighbours' arenas) every ring collective takes the FIFO
+ * ring at every size, whatever is forced: LL packets cannot cross a net shadow. */
+ZT_TEST(net_ring_is_fifo_only)
+{
+    static const char *const force[] = { NULL, "ring", "oneshot", "twoshot" };
+    for (int c = 0; c < ZN_NCOLLS; c++) {
+        if (!zn_gpu_ring_on_gpu((enum zn_coll)c)) continue;
+        for (size_t f = 0; f < sizeof(force) / sizeof(force[0]); f++)
+            for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+                struct zn_gpu_call call = { .coll = (enum zn_coll)c,
+                                            .bytes = sizes[i],
+                                            .count = sizes[i] / 4,
+                                            .esize = 4,
+                                            .nranks = 4,
+                                            .ring_mode = 1,
+                                            .net = 1,
+                                            .max_ch = 2,
+                                            .chunk = 4096,
+                                            .ll_chunk = 2048,
+                                            .force_algo = force[f] };
+                int nch = 0;
+                const struct zn_gpu_algo *g = zn_gpu_algo_select(&call, &nch);
+                ZT_EQ_INT(g->dev_algo, ZN_DEV_ALGO_RING);
+                ZT_ASSERT(nch >= 1 && nch <= 2);
+                /* The same call without the net takes ring LL where LL fits. */
+                call.net = 0;
+                g = zn_gpu_algo_select(&call, &nch);
+                if (c == ZN_COLL_ALLREDUCE && sizes[i] <= 4096 && !force[f])
+                    ZT_EQ_INT(g->dev_algo, ZN_DEV_RING_LL);
+            }
+    }
+}
+
 ZT_MAIN(ZT_CASE(choice_per_size_is_pinned), ZT_CASE(registry_is_complete),
-        ZT_CASE(ring_mode_collectives))
+        ZT_CASE(ring_mode_collectives), ZT_CASE(net_ring_is_fifo_only))

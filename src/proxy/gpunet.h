@@ -1,0 +1,65 @@
+/*
+ * The proxy's GPU net engine: ring hops between hosts for the GPU kernels of a cuda
+ * communicator, carried over a net of src/net by the proxy's progress thread (netops.h).
+ *
+ * The kernels do not change. A ring neighbour on another host gets a net shadow as its
+ * arena[] (abi/dev_abi.h): pinned host memory that the kernel writes as if it were the peer's
+ * arena. Per channel there is one net connection each way, and the engine moves slots in
+ * FIFO order:
+ *
+ *   sending (next is remote): kernel fills slot k of shadow(next), raises ready[me][ch]
+ *     -> engine isends the slot (its byte count from ZN_DEV_NETSIZE_OFF) -> when the send
+ *     completes, copies the count of sent slots into ack[next][ch] of the own device arena,
+ *     where the kernel's reserve() waits for it.
+ *   receiving (prev is remote): engine irecvs into row prev of shadow(prev) (a bounce buffer)
+ *     once the kernel drained that buffer (ack[me][ch] in shadow(prev), written by release())
+ *     -> when the receive completes, copies the bytes into the own arena's slot and then the
+ *     new count into ready[prev][ch], both on one stream, so the kernel sees the data before
+ *     the count.
+ *
+ * Counters never reset, so graph replays and later launches continue where the last one
+ * stopped, as on the NVLink path. The engine never blocks: a failed net call records the
+ * failure, raises the communicator's device abort word (its kernels end with an error) and
+ * stops the engine; zn_gpunet_failure reports it.
+ */
+#ifndef ZN_PROXY_GPUNET_H
+#define ZN_PROXY_GPUNET_H
+
+#include "transport/transport.h"
+#include "util/err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZN_GPUNET_MAX_CH 16
+
+struct zn_gpunet;
+
+struct zn_gpunet_config {
+    const struct zn_tctx *ctx; /* rank, peers, bootstrap (collective setup) */
+    int cuda_dev;
+    int next, prev;             /* ring neighbours */
+    int next_remote, prev_remote;
+    int nch;                    /* channels of the arena layout (every rank the same) */
+    size_t slot_bytes;
+    uint8_t *dev_arena;         /* this rank's arena, device pointer */
+    volatile uint32_t *abort_word; /* host view of the kernels' abort word */
+};
+
+/* Collective over every rank of the communicator (ranks with no remote neighbour take part in
+ * the exchange and start nothing): pick the net (ZINC_NET / NCCL_NET, else the first of the
+ * registry), connect one send and one receive connection per channel to the remote ring
+ * neighbours within ZINC_TIMEOUT, allocate the shadows and attach the engine to the proxy's
+ * progress thread (the caller holds the proxy: zn_proxy_acquire). shadow_dev[r] is the device
+ * pointer to put in arena[r] for each remote neighbour r (NULL for the others). */
+ncclResult_t zn_gpunet_create(const struct zn_gpunet_config *cfg, struct zn_gpunet **out,
+                              uint8_t *shadow_dev[]);
+
+/* Why the engine stopped (a net call failed), or NULL. */
+const char *zn_gpunet_failure(const struct zn_gpunet *g);
+
+/* Detach from the progress thread and free everything; the device must be idle. NULL is
+ * ignored. */
+void zn_gpunet_destroy(struct zn_gpunet *g);
+
+#endif
