@@ -167,6 +167,7 @@ static ncclResult_t exchange_peers(struct ncclComm *c)
     if (!c->peers) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
     ZN_CHECK(zn_peer_info_local(&c->peers[c->rank]));
     c->peers[c->rank].rank = c->rank;
+    c->peers[c->rank].host_hash = zn_host_hash_rank(c->rank);
     c->peers[c->rank].cuda_dev = c->cuda_dev;
     if (c->kind == ZN_COMM_CUDA)
         ZN_CHECK(zn_cuda_bus_id(c->cuda_dev, c->peers[c->rank].bus_id,

@@ -23,7 +23,12 @@ struct gn_dir {
     void *mh;   /* the shadow's registration on comm */
     void *req[ZN_DEV_NBUF];
     uint64_t posted, done; /* slots handed to the net / completed by it */
+    int closed;            /* receiving: the peer closed the connection (see peer_closed) */
 };
+
+/* How long a closed receiving connection may sit with everything that arrived drained before
+ * the engine ends the kernels: the peer has gone, and a kernel waiting for it would hang. */
+#define GN_CLOSED_GRACE_NS 1000000000ll
 
 /* What each rank publishes at setup. */
 struct gn_addr {
@@ -91,6 +96,40 @@ static int fail(struct zn_gpunet *g, const char *fmt, ...)
     return 1;
 }
 
+/* The receiving connection of channel ch failed: the peer closed it. That is how a peer that
+ * destroyed its communicator looks as well as one that died, and in the first case everything
+ * it sent has arrived (TCP delivers what was sent before the close) and nothing more is due.
+ * So it is not an error yet: gn_progress ends the kernels only once the kernel drained all that
+ * arrived and still nothing moved for GN_CLOSED_GRACE_NS. */
+static int peer_closed(struct zn_gpunet *g, int ch)
+{
+    g->rcv[ch].closed = 1;
+    zn_info(ZN_PROXY | ZN_NET,
+            "GPU net proxy: rank %d: %s closed channel %d after %llu slot(s)", g->rank,
+            g->who_prev, ch, (unsigned long long)g->rcv[ch].done);
+    return 1;
+}
+
+/* A closed channel whose slots the kernel has all drained, long enough: end the kernels. */
+static void check_closed(struct zn_gpunet *g)
+{
+    int closed = 0;
+    for (int ch = 0; ch < g->cfg.nch; ch++) {
+        if (!g->rcv[ch].closed) continue;
+        uint64_t drained = *word(g->sh_prev, ZN_DEV_ACK_OFF, g->rank, ch);
+        if (drained < g->rcv[ch].done) return; /* the kernel is still reading what came */
+        closed = 1;
+    }
+    if (!closed || zn_now_ns() - g->last_ns < GN_CLOSED_GRACE_NS) return;
+    snprintf(g->failure, sizeof(g->failure),
+             "GPU net proxy: rank %d: %s closed its connections (it exited, aborted or destroyed "
+             "its communicator)",
+             g->rank, g->who_prev);
+    atomic_store(&g->failed, 1);
+    if (g->cfg.abort_word) *g->cfg.abort_word = 1;
+    zn_info(ZN_PROXY | ZN_NET, "%s: later kernels of this communicator end at once", g->failure);
+}
+
 /* Sending side of channel ch: isend what the kernel committed, report what completed. */
 static int send_step(struct zn_gpunet *g, int ch)
 {
@@ -120,7 +159,7 @@ static int send_step(struct zn_gpunet *g, int ch)
             return fail(g, "GPU net proxy: rank %d: sending channel %d to %s failed", g->rank,
                         ch, g->who_next);
         if (!fin) break;
-        d->done++;
+        __atomic_store_n(&d->done, d->done + 1, __ATOMIC_RELEASE); /* zn_gpunet_destroy reads it */
     }
     if (d->done == done0) return moved;
     *ack_mirror(g, ch) = d->done;
@@ -138,6 +177,7 @@ static int recv_step(struct zn_gpunet *g, int ch)
     struct gn_dir *d = &g->rcv[ch];
     const ncclNet_t *net = g->net->ops;
     int moved = 0, prev = g->cfg.prev;
+    if (d->closed) return 0;
     uint64_t drained = __atomic_load_n(word(g->sh_prev, ZN_DEV_ACK_OFF, g->rank, ch),
                                        __ATOMIC_ACQUIRE);
     while (d->posted < drained + ZN_DEV_NBUF) {
@@ -146,8 +186,7 @@ static int recv_step(struct zn_gpunet *g, int ch)
         size_t size = g->cfg.slot_bytes;
         int tag = 0;
         if (net->irecv(d->comm, 1, &data, &size, &tag, &d->mh, NULL, &req) != ncclSuccess)
-            return fail(g, "GPU net proxy: rank %d: receiving channel %d from %s failed", g->rank,
-                        ch, g->who_prev);
+            return peer_closed(g, ch);
         if (!req) break;
         d->req[b] = req;
         d->posted++;
@@ -155,9 +194,7 @@ static int recv_step(struct zn_gpunet *g, int ch)
     }
     while (d->done < d->posted) {
         int b = (int)(d->done % ZN_DEV_NBUF), fin = 0, size = 0;
-        if (net->test(d->req[b], &fin, &size) != ncclSuccess)
-            return fail(g, "GPU net proxy: rank %d: receiving channel %d from %s failed", g->rank,
-                        ch, g->who_prev);
+        if (net->test(d->req[b], &fin, &size) != ncclSuccess) return peer_closed(g, ch);
         if (!fin) break;
         if ((size_t)size > g->cfg.slot_bytes)
             return fail(g, "GPU net proxy: rank %d: %s sent %d bytes on channel %d, more than a "
@@ -189,6 +226,7 @@ static int gn_progress(void *arg)
         if (g->cfg.prev_remote) moved |= recv_step(g, ch);
     }
     if (moved) g->last_ns = zn_now_ns();
+    if (g->cfg.prev_remote && !atomic_load(&g->failed)) check_closed(g);
     return moved;
 }
 
@@ -391,10 +429,39 @@ const char *zn_gpunet_failure(const struct zn_gpunet *g)
     return g && atomic_load(&((struct zn_gpunet *)g)->failed) ? g->failure : NULL;
 }
 
+/* The kernels have ended, but the last slots they committed may not have left yet: let the
+ * progress thread send them (bounded by ZINC_TIMEOUT), so that a peer still reading gets all. */
+static void drain(struct zn_gpunet *g)
+{
+    int64_t deadline = zn_now_ns() + zn_timeout_ns();
+    for (int ch = 0; ch < g->cfg.nch && g->cfg.next_remote; ch++) {
+        uint64_t ready = __atomic_load_n(word(g->sh_next, ZN_DEV_READY_OFF, g->rank, ch),
+                                         __ATOMIC_ACQUIRE);
+        while (__atomic_load_n(&g->snd[ch].done, __ATOMIC_ACQUIRE) < ready &&
+               !atomic_load(&g->failed)) {
+            if (zn_now_ns() > deadline) {
+                zn_warn(ZN_PROXY | ZN_NET,
+                        "GPU net proxy: rank %d: channel %d: %llu slot(s) to %s not sent within "
+                        "ZINC_TIMEOUT at close",
+                        g->rank, ch,
+                        (unsigned long long)(ready - __atomic_load_n(&g->snd[ch].done,
+                                                                     __ATOMIC_ACQUIRE)),
+                        g->who_next);
+                return;
+            }
+            struct timespec ts = { 0, 100000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
 void zn_gpunet_destroy(struct zn_gpunet *g)
 {
     if (!g) return;
-    if (g->client.progress) zn_proxy_client_remove(&g->client);
+    if (g->client.progress) {
+        drain(g);
+        zn_proxy_client_remove(&g->client);
+    }
     if (g->stream) {
         zn_cuda_stream_sync(g->stream);
         zn_cuda_stream_destroy(g->stream);

@@ -21,6 +21,18 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+uint64_t zn_host_hash_rank(int rank)
+{
+    const char *id = zn_params()->hostid;
+    if (rank < 0 || !strchr(id, ',')) return zn_host_hash();
+    int count = 1;
+    for (const char *p = id; *p; p++) count += *p == ',';
+    const char *item = id;
+    for (int k = rank % count; k > 0; k--) item = strchr(item, ',') + 1;
+    size_t len = strcspn(item, ",");
+    return fnv(0xcbf29ce484222325ull, item, len);
+}
+
 uint64_t zn_host_hash(void)
 {
     uint64_t h = 0xcbf29ce484222325ull;

@@ -15,6 +15,11 @@ ncclResult_t zn_peer_info_local(struct zn_peer_info *info);
  * namespace (ranks in different network namespaces are treated as different hosts, which is
  * what the multi-host tests rely on). */
 uint64_t zn_host_hash(void);
+/* Rank r of a communicator: with ZINC_HOSTID a comma-separated list ("a,a,b,b"), the id at
+ * r mod its length, so that the ranks of one process can be several hosts (for tests and
+ * benchmarks of the paths between hosts with one process driving every GPU); else
+ * zn_host_hash(). */
+uint64_t zn_host_hash_rank(int rank);
 
 struct zn_peer_watch;
 

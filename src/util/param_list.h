@@ -39,7 +39,7 @@ ZN_PARAM(shm_disable,   BOOL, "ZINC_SHM_DISABLE",   "NCCL_SHM_DISABLE",   "0",
 ZN_PARAM(transport,     STR,  "ZINC_TRANSPORT",     NULL,                 "auto",
          "auto (shm within a host, the net transport between hosts), net (the net transport everywhere) or socket (the net transport over the socket net everywhere)")
 ZN_PARAM(hostid,        STR,  "ZINC_HOSTID",        "NCCL_HOSTID",        "",
-         "override the host identity; ranks with equal ids are on one host (default: host name, boot id, network namespace)")
+         "override the host identity; ranks with equal ids are on one host (default: host name, boot id, network namespace); a comma-separated list gives rank r of a communicator the id at r mod its length (several hosts in one process, for tests)")
 ZN_PARAM(device,        STR,  "ZINC_DEVICE",        NULL,                 "auto",
          "communicator kind: auto (cuda when the thread has a usable GPU), host or cuda")
 ZN_PARAM(algo,          STR,  "ZINC_ALGO",          NULL,                 "",

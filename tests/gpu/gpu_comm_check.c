@@ -16,6 +16,11 @@
  *
  *   zinc-run -n 4 gpu_comm_check        everything
  *   zinc-run -n 4 gpu_comm_check p2p    the world communicator and the large groups only
+ *   zinc-run -n N gpu_comm_check gone   the last rank leaves after one allreduce (destroys its
+ *                                       communicator and exits); the others' next allreduce
+ *                                       must end with an error (not hang), and across hosts
+ *                                       (ZINC_HOSTID) the error must come from the GPU net
+ *                                       proxy, not from the kernels' ZINC_TIMEOUT
  */
 #include "nccl.h"
 #include "zinc.h"
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int rank, nranks;
 static long failures;
@@ -319,6 +325,41 @@ static void test_p2p_limit(ncclComm_t world)
     NCCLCHECK(ncclCommAbort(c));
 }
 
+static int test_gone(ncclComm_t world, const int *all)
+{
+    size_t n = 1 << 20;
+    float *buf = NULL;
+    CUDACHECK(cudaMalloc((void **)&buf, 2 * n * sizeof(float)));
+    check_allreduce(world, buf, buf + n, n, all, nranks, "before the last rank leaves");
+    if (rank == nranks - 1) {
+        NCCLCHECK(ncclCommDestroy(world));
+        printf("gpu_comm_check: rank %d left\n", rank);
+        return failures ? 1 : 0;
+    }
+    NCCLCHECK(ncclAllReduce(buf, buf + n, n, ncclFloat, ncclSum, world, stream));
+    ncclResult_t async = ncclSuccess;
+    for (int i = 0; i < 12000 && async == ncclSuccess; i++) {
+        if (cudaStreamQuery(stream) != cudaErrorNotReady) {
+            NCCLCHECK(ncclCommGetAsyncError(world, &async));
+            if (async == ncclSuccess) {
+                printf("gpu_comm_check: rank %d: the allreduce completed without the last rank\n",
+                       rank);
+                return 1;
+            }
+            break;
+        }
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    const char *why = ncclGetLastError(world);
+    printf("gpu_comm_check: rank %d: %s: %s\n", rank, ncclGetErrorString(async), why);
+    EXPECT(async != ncclSuccess, "the allreduce without the last rank did not end in 120 s");
+    if (getenv("ZINC_HOSTID"))
+        EXPECT(strstr(why, "GPU net proxy") != NULL, "the error is not the GPU net proxy's: %s", why);
+    ncclCommAbort(world);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct zn_launch_info li;
@@ -339,6 +380,7 @@ int main(int argc, char **argv)
     int all[64];
     for (int r = 0; r < nranks && r < 64; r++) all[r] = r;
 
+    if (argc > 1 && !strcmp(argv[1], "gone")) return test_gone(world, all);
     int only_p2p = argc > 1 && !strcmp(argv[1], "p2p");
     check_members(world, all, nranks, "world");
     test_many_p2p(world);
