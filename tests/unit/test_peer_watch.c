@@ -3,6 +3,7 @@
  * replaced behind its back (a double close elsewhere in the process), or when the peer is in
  * another pid namespace, where its pid names another process. */
 #include "transport/peer.h"
+#include "util/param.h"
 #include "zt.h"
 
 #include <fcntl.h>
@@ -146,5 +147,26 @@ ZT_TEST(other_pid_namespace)
     waitpid(c.pid, NULL, 0);
 }
 
-ZT_MAIN(ZT_CASE(alive_then_exited), ZT_CASE(descriptor_replaced), ZT_CASE(descriptor_closed),
+/* ZINC_HOSTID as a list: rank r gets the id at r mod its length; a plain id is every rank's. */
+ZT_TEST(host_id_list)
+{
+    setenv("ZINC_HOSTID", "h0,h0,h1,h1", 1);
+    zn_params_reload();
+    uint64_t r0 = zn_host_hash_rank(0), r1 = zn_host_hash_rank(1), r2 = zn_host_hash_rank(2);
+    ZT_ASSERT(r0 == r1);
+    ZT_ASSERT(r0 != r2);
+    ZT_ASSERT(zn_host_hash_rank(3) == r2);
+    ZT_ASSERT(zn_host_hash_rank(4) == r0); /* wraps */
+    setenv("ZINC_HOSTID", "h1", 1);
+    zn_params_reload();
+    ZT_ASSERT(zn_host_hash_rank(0) == r2); /* the same id hashes alike, listed or not */
+    ZT_ASSERT(zn_host_hash_rank(5) == r2);
+    ZT_ASSERT(zn_host_hash() == r2);
+    unsetenv("ZINC_HOSTID");
+    zn_params_reload();
+    ZT_ASSERT(zn_host_hash_rank(1) == zn_host_hash());
+    ZT_ASSERT(zn_host_hash() != r2);
+}
+
+ZT_MAIN(ZT_CASE(host_id_list), ZT_CASE(alive_then_exited), ZT_CASE(descriptor_replaced), ZT_CASE(descriptor_closed),
         ZT_CASE(other_pid_namespace))
