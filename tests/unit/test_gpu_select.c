@@ -443,8 +443,9 @@ static const struct row rows[] = {
       "zerocopy/128 zerocopy/128 zerocopy/128" },
 };
 
-/* The choices for one row, in the table's format. */
-static void choose_row(const struct row *r, char *out, size_t len)
+/* The choices for one row, in the table's format; net: some ring neighbours are net shadows
+ * (GPUs on several hosts). */
+static void choose_row(const struct row *r, int net, char *out, size_t len)
 {
     size_t used = 0;
     out[0] = 0;
@@ -455,6 +456,7 @@ static void choose_row(const struct row *r, char *out, size_t len)
                                  .esize = 4,
                                  .nranks = r->nranks,
                                  .ring_mode = r->ring_mode,
+                                 .net = net,
                                  .premul = r->premul,
                                  .in_place = r->in_place,
                                  .registered = r->registered,
@@ -474,7 +476,7 @@ ZT_TEST(choice_per_size_is_pinned)
     int bad = 0;
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         char got[512];
-        choose_row(&rows[i], got, sizeof(got));
+        choose_row(&rows[i], 0, got, sizeof(got));
         if (strcmp(got, rows[i].expect) != 0) {
             fprintf(stderr,
                     "row %zu (%s n=%d ring=%d reg=%d algo=%s proto=%s):\n  want %s\n  got  %s\n", i,
@@ -512,35 +514,24 @@ ZT_TEST(ring_mode_collectives)
 }
 
 /* Across hosts (net shadows among the neighbours' arenas) every ring collective takes the FIFO
- * ring at every size, whatever is forced: LL packets cannot cross a net shadow. */
+ * ring at every size, whatever is forced: LL packets cannot cross a net shadow. The same calls
+ * without the net take ring LL for small allreduces (by default, and forced by "ring"). */
 ZT_TEST(net_ring_is_fifo_only)
 {
     static const char *const force[] = { NULL, "ring", "oneshot", "twoshot" };
     for (int c = 0; c < ZN_NCOLLS; c++) {
         if (!zn_gpu_ring_on_gpu((enum zn_coll)c)) continue;
-        for (size_t f = 0; f < sizeof(force) / sizeof(force[0]); f++)
-            for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-                struct zn_gpu_call call = { .coll = (enum zn_coll)c,
-                                            .bytes = sizes[i],
-                                            .count = sizes[i] / 4,
-                                            .esize = 4,
-                                            .nranks = 4,
-                                            .ring_mode = 1,
-                                            .net = 1,
-                                            .max_ch = 2,
-                                            .chunk = 4096,
-                                            .ll_chunk = 2048,
-                                            .force_algo = force[f] };
-                int nch = 0;
-                const struct zn_gpu_algo *g = zn_gpu_algo_select(&call, &nch);
-                ZT_EQ_INT(g->dev_algo, ZN_DEV_ALGO_RING);
-                ZT_ASSERT(nch >= 1 && nch <= 2);
-                /* The same call without the net takes ring LL where LL fits. */
-                call.net = 0;
-                g = zn_gpu_algo_select(&call, &nch);
-                if (c == ZN_COLL_ALLREDUCE && sizes[i] <= 4096 && !force[f])
-                    ZT_EQ_INT(g->dev_algo, ZN_DEV_RING_LL);
-            }
+        for (size_t f = 0; f < sizeof(force) / sizeof(force[0]); f++) {
+            struct row r = { .coll = (enum zn_coll)c, .nranks = 4, .ring_mode = 1, .max_ch = 2,
+                             .force_algo = force[f], .expect = NULL };
+            char got[512];
+            choose_row(&r, 1, got, sizeof(got));
+            for (char *w = strtok(got, " "); w; w = strtok(NULL, " "))
+                ZT_ASSERT(!strcmp(w, "ring/1") || !strcmp(w, "ring/2"));
+            choose_row(&r, 0, got, sizeof(got));
+            int ll = c == ZN_COLL_ALLREDUCE && (!force[f] || !strcmp(force[f], "ring"));
+            ZT_ASSERT((strstr(got, "ring_ll/") != NULL) == ll);
+        }
     }
 }
 
