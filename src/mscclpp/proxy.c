@@ -2,26 +2,30 @@
  * The FIFO consumer: turns the triggers kernels push (mscclppfifo.h) into copies, signals and
  * flushes on the connection's transport.
  *
- * zn_msc_proxy_progress handles at most one trigger per call and never blocks, so that it can run
- * as a callback of zinc's per-process proxy progress thread (src/proxy) once libmscclpp is
- * driven from there. TEMPORARY: until then mscclppProxyLaunch starts a thread of libmscclpp's
- * own that calls it in a loop (proxy_thread below); the README says so.
+ * It runs on zinc's per-process proxy (src/proxy): mscclppProxyLaunch holds the process's proxy
+ * service and attaches the communicator as a client of its progress thread
+ * (proxy/netops.h), which calls client_progress on every pass beside the other clients (the
+ * GPU net engine of cuda communicators, posted net ops). zn_msc_proxy_progress handles at most
+ * one trigger per call and does not wait for peers.
  */
 #include "msc.h"
+#include "proxy/netops.h"
+#include "proxy/service.h"
+#include "util/clock.h"
 #include "util/cuda.h"
 #include "util/err.h"
 
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct msc_proxy {
     struct mscclppComm *comm;
-    pthread_t thread;
-    atomic_int stop;
-    int running;
+    struct zn_proxy_client client;
+    int attached;  /* a client of the progress thread (and holding the proxy) */
+    int stopped;   /* an error stopped it: the progress thread skips it */
     int has_net;   /* some connection is IB: progress zinc's nets too */
     uint64_t tail; /* triggers consumed */
+    int64_t checked_ns; /* last look at the peers */
     ncclResult_t error;
 };
 
@@ -122,38 +126,49 @@ static void raise_abort(struct mscclppComm *c)
     if (c->abort_word) __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
 }
 
-static void *proxy_thread(void *arg)
+/* The progress thread's callback: up to a batch of triggers, the peers every millisecond. An
+ * error stops this communicator's proxy (the others go on) and ends its kernels' waits. */
+static int client_progress(void *arg)
 {
     struct msc_proxy *p = arg;
     struct mscclppComm *c = p->comm;
-    zn_log_rank = c->rank;
-    /* The copies run on the communicator's GPU, whatever this new thread's default is. */
+    if (p->stopped) return 0;
+    /* The copies run on the communicator's GPU, whatever the thread's device was. */
     if (c->cuda_dev >= 0 && zn_cuda_set_device(c->cuda_dev) != ncclSuccess) {
         p->error = ncclUnhandledCudaError;
+        p->stopped = 1;
         raise_abort(c);
-        return NULL;
+        return 0;
     }
-    uint32_t idle = 0;
-    while (!atomic_load(&p->stop)) {
+    int moved = 0;
+    for (int i = 0; i < 64; i++) {
         int progressed = 0;
         ncclResult_t res = zn_msc_proxy_progress(c, &progressed);
         if (res != ncclSuccess) {
-            /* Make every device wait give up rather than spin until the deadline. */
             p->error = res;
+            p->stopped = 1;
             raise_abort(c);
-            break;
+            return 1;
         }
-        if (!progressed && ++idle > 1024) {
-            sched_yield();
-            if ((idle & 1023) == 0 && (p->error = check_peers(c)) != ncclSuccess) {
-                raise_abort(c);
-                break;
-            }
-        } else if (progressed) {
-            idle = 0;
+        if (!progressed) break;
+        moved = 1;
+    }
+    int64_t now = zn_now_ns();
+    if (!moved && now - p->checked_ns > 1000000) {
+        p->checked_ns = now;
+        if ((p->error = check_peers(c)) != ncclSuccess) {
+            p->stopped = 1;
+            raise_abort(c);
         }
     }
-    return NULL;
+    return moved;
+}
+
+static void client_dump(void *arg)
+{
+    struct msc_proxy *p = arg;
+    zn_warn(ZN_PROXY, "proxy dump:  mscclpp rank %d: %llu triggers served%s", p->comm->rank,
+            (unsigned long long)p->tail, p->stopped ? ", stopped by an error" : "");
 }
 
 ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
@@ -173,16 +188,20 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
     for (int i = 0; i < comm->nsetup; i++)
         p->has_net |= comm->host[i].transport == mscclppTransportIB;
     /* SHM connections are driven by host threads: nothing to do without a P2P or IB one. */
-    /* Published before the thread starts: it reads comm->proxy. */
+    /* Published before the progress thread sees it: it reads comm->proxy. */
     comm->proxy = p;
     if ((has_fifo && comm->fifo_host) || p->has_net) {
-        if (pthread_create(&p->thread, NULL, proxy_thread, p) != 0) {
+        res = zn_proxy_acquire();
+        if (res != ncclSuccess) {
             comm->proxy = NULL;
             free(p);
-            return zn_msc_res(
-                zn_error(ncclSystemError, ZN_PROXY, "mscclppProxyLaunch: pthread_create failed"));
+            return zn_msc_res(res);
         }
-        p->running = 1;
+        p->client = (struct zn_proxy_client){ .progress = client_progress,
+                                              .dump = client_dump,
+                                              .arg = p };
+        zn_proxy_client_add(&p->client);
+        p->attached = 1;
     }
     return mscclppSuccess;
 }
@@ -207,12 +226,21 @@ static ncclResult_t proxy_report(struct mscclppComm *c, struct msc_proxy *p)
                     w, peer, tag);
 }
 
+/* Detach from the progress thread (once this returns, client_progress does not run again) and
+ * let go of the proxy. */
+static void detach(struct msc_proxy *p)
+{
+    if (!p->attached) return;
+    zn_proxy_client_remove(&p->client);
+    zn_proxy_release();
+    p->attached = 0;
+}
+
 void zn_msc_proxy_free(struct mscclppComm *c)
 {
     struct msc_proxy *p = c->proxy;
     if (!p) return;
-    atomic_store(&p->stop, 1);
-    if (p->running) pthread_join(p->thread, NULL);
+    detach(p);
     free(p);
     c->proxy = NULL;
 }
@@ -228,9 +256,7 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyStop(mscclppComm_t comm)
     /* The peers' kernels may still push triggers that this proxy serves (signals to them):
      * stop only once every rank got here. */
     ncclResult_t res = zn_boot_barrier(comm->boot);
-    atomic_store(&p->stop, 1);
-    if (p->running) pthread_join(p->thread, NULL);
-    p->running = 0;
+    detach(p);
     ncclResult_t rep = proxy_report(comm, p);
     zn_msc_proxy_free(comm);
     return zn_msc_res(rep != ncclSuccess ? rep : res);
