@@ -126,7 +126,11 @@ void mscPerfGpuFill(MscPerfGpu *g, int pingpong, size_t bytes)
     size_t slice = pingpong ? bytes : bytes / g->nranks, at = pingpong ? 0 : g->rank * slice;
     if (!pingpong || g->rank == 0)
         for (size_t i = 0; i < slice; i++) h[at + i] = mscPerfByte(g->rank, i);
-    if (cudaMemcpy(g->buf, h.data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+    // From pageable memory cudaMemcpy may return before the bytes have landed: without the
+    // sync a peer's put after the barrier could land first and be overwritten by the pattern's
+    // zeros (seen as a missing peer slice).
+    if (cudaMemcpy(g->buf, h.data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
         fprintf(stderr, "msc-perf: cudaMemcpy of the check pattern failed\n");
 }
 
