@@ -15,7 +15,7 @@
 struct zn_stage {
     struct zn_exec_comm *host; /* the host executor's view of the same communicator */
     int rank, nranks;
-    struct zn_proxy *proxy; /* runs the descriptors (run_desc) when the GPU rings */
+    struct zn_proxy *proxy; /* steps the descriptors (stage_step) when the GPU rings */
     void *pool;             /* pinned staging of non-captured operations (they run one at a time) */
     size_t pool_size;
     void **retired; /* outgrown pools, freed at the end (a queued copy may still use one) */
@@ -29,7 +29,11 @@ struct zn_stage {
 struct zn_stage_desc {
     int persistent; /* captured into a graph: kept until the communicator goes */
     int nops;
-    void *mem;               /* persistent descriptors own their staging */
+    void *mem; /* persistent descriptors own their staging */
+    /* While the proxy steps it (NULL between runs): the host tasks and their run. */
+    struct zn_task *tasks;
+    struct zn_task **ptrs;
+    struct zn_exec_run run;
     struct zn_cuda_op ops[]; /* nops of them */
 };
 
@@ -44,7 +48,7 @@ static ncclResult_t cuda_err(cudaError_t e, const char *what)
     return zn_error(ncclUnhandledCudaError, ZN_PROXY, "%s failed: %s", what, cudaGetErrorString(e));
 }
 
-/* --- the proxy thread ------------------------------------------------------------------ */
+/* --- on the proxy progress thread ------------------------------------------------------ */
 
 static void fail(struct zn_stage *st, ncclResult_t r)
 {
@@ -54,20 +58,17 @@ static void fail(struct zn_stage *st, ncclResult_t r)
     }
 }
 
-static void run_desc(struct zn_stage *st, struct zn_stage_desc *d)
+/* The host tasks of d's operations, started. */
+static ncclResult_t begin_desc(struct zn_stage *st, struct zn_stage_desc *d)
 {
-    struct zn_task *tasks = calloc((size_t)d->nops, sizeof(*tasks));
-    struct zn_task **ptrs = calloc((size_t)d->nops, sizeof(*ptrs));
-    if (!tasks || !ptrs) {
-        free(tasks);
-        free(ptrs);
-        fail(st, zn_error(ncclSystemError, ZN_PROXY, "out of memory for %d staged operations",
-                          d->nops));
-        return;
-    }
+    d->tasks = calloc((size_t)d->nops, sizeof(*d->tasks));
+    d->ptrs = calloc((size_t)d->nops, sizeof(*d->ptrs));
+    if (!d->tasks || !d->ptrs)
+        return zn_error(ncclSystemError, ZN_PROXY, "out of memory for %d staged operations",
+                        d->nops);
     for (int i = 0; i < d->nops; i++) {
         const struct zn_cuda_op *o = &d->ops[i];
-        struct zn_task *t = &tasks[i];
+        struct zn_task *t = &d->tasks[i];
         t->kind = o->kind == ZN_CUDA_COLL   ? ZN_TASK_COLL
                   : o->kind == ZN_CUDA_SEND ? ZN_TASK_SEND
                                             : ZN_TASK_RECV;
@@ -76,33 +77,51 @@ static void run_desc(struct zn_stage *st, struct zn_stage_desc *d)
         t->op = o->op;
         if (o->scalar_dev) /* ncclScalarDevice: read now, in stream order */
             cudaMemcpy(t->op.scalar, o->scalar_dev, o->a.esize, cudaMemcpyDeviceToHost);
-        ptrs[i] = t;
+        d->ptrs[i] = t;
     }
-    ncclResult_t r = zn_exec_run(ptrs, d->nops);
-    for (int i = 0; i < d->nops; i++) zn_task_release(&tasks[i]);
-    free(tasks);
-    free(ptrs);
-    fail(st, r);
+    return zn_exec_begin(&d->run, d->ptrs, d->nops);
 }
 
-/* The proxy's callbacks: "run a staged collective" (or a group's sends and receives). */
-static int stage_run(void *owner, void *desc)
+static void end_desc(struct zn_stage_desc *d)
 {
+    for (int i = 0; d->tasks && i < d->nops; i++) zn_task_release(&d->tasks[i]);
+    free(d->tasks);
+    free(d->ptrs);
+    d->tasks = NULL;
+    d->ptrs = NULL;
+}
+
+/* The proxy's callbacks: "run a staged collective" (or a group's sends and receives), one
+ * pass of the host executor at a time. A failure ends the descriptor (the stream goes on; the
+ * next call and ncclCommGetAsyncError report it). */
+static int stage_step(void *owner, void *desc, int *moved)
+{
+    struct zn_stage *st = owner;
     struct zn_stage_desc *d = desc;
-    run_desc(owner, d);
-    return d->persistent;
+    ncclResult_t r = ncclSuccess;
+    if (!d->tasks) {
+        *moved = 1;
+        r = begin_desc(st, d);
+    }
+    if (r == ncclSuccess) r = zn_exec_pass(&d->run, moved);
+    if (r == ncclSuccess && !*moved) r = zn_exec_check(&d->run);
+    if (r == ncclSuccess && d->run.remaining > 0) return ZN_PROXY_RUNNING;
+    end_desc(d);
+    fail(st, r);
+    return d->persistent ? ZN_PROXY_KEEP : ZN_PROXY_DONE;
 }
 
 static void stage_release(void *owner, void *desc)
 {
     struct zn_stage_desc *d = desc;
+    end_desc(d);
     zn_cuda_host_free(d->mem);
     free(d);
 }
 
 static const struct zn_proxy_ops stage_proxy_ops = {
     .size = sizeof(struct zn_proxy_ops),
-    .run = stage_run,
+    .step = stage_step,
     .release = stage_release,
 };
 

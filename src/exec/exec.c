@@ -398,47 +398,70 @@ static ncclResult_t check_tasks(struct zn_task **tasks, int n, int64_t now, int6
     return ncclSuccess;
 }
 
-ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
+ncclResult_t zn_exec_begin(struct zn_exec_run *r, struct zn_task **tasks, int n)
 {
     ZN_CHECK(match_self(tasks, n));
-    int64_t now = zn_now_ns(), idle_since = now, last_check = now;
-    int remaining = n, spins = 0, spin = n ? spin_limit(tasks[0]) : 0;
-    int64_t nap = 0;
+    int64_t now = zn_now_ns();
+    *r = (struct zn_exec_run){ .tasks = tasks, .n = n, .remaining = n, .last_check = now };
     for (int i = 0; i < n; i++) tasks[i]->last_progress = now;
-    while (remaining > 0) {
-        int any = 0;
-        for (int i = 0; i < n; i++) {
-            struct zn_task *t = tasks[i];
-            if (t->done || (t->dep && !t->dep->done)) continue;
-            if (atomic_load_explicit(t->cx->abort_flag, memory_order_relaxed))
-                return fail_task(t, zn_error(ncclInvalidUsage, ZN_COLL,
-                                             "%s interrupted: the communicator was aborted "
-                                             "(ncclCommAbort)",
-                                             task_name(t)));
-            int progressed = 0;
-            ncclResult_t res = ncclSuccess;
-            if (!t->started) {
-                t->started = 1;
-                t->last_progress = zn_now_ns();
-                res = t->kind == ZN_TASK_COLL ? start_coll(t) : start_p2p(t);
-                progressed = 1;
-            }
-            if (res == ncclSuccess && !t->done) res = task_progress(t, &progressed);
-            if (res != ncclSuccess) return fail_task(t, res);
-            if (progressed) {
-                any = 1;
-                t->suspect = 0;
-                t->last_progress = 0; /* stamped below, once per pass */
-            }
-            if (t->done) remaining--;
+    return ncclSuccess;
+}
+
+ncclResult_t zn_exec_pass(struct zn_exec_run *r, int *progressed)
+{
+    struct zn_task **tasks = r->tasks;
+    int n = r->n, any = 0;
+    *progressed = 0;
+    for (int i = 0; i < n; i++) {
+        struct zn_task *t = tasks[i];
+        if (t->done || (t->dep && !t->dep->done)) continue;
+        if (atomic_load_explicit(t->cx->abort_flag, memory_order_relaxed))
+            return fail_task(t, zn_error(ncclInvalidUsage, ZN_COLL,
+                                         "%s interrupted: the communicator was aborted "
+                                         "(ncclCommAbort)",
+                                         task_name(t)));
+        int moved = 0;
+        ncclResult_t res = ncclSuccess;
+        if (!t->started) {
+            t->started = 1;
+            t->last_progress = zn_now_ns();
+            res = t->kind == ZN_TASK_COLL ? start_coll(t) : start_p2p(t);
+            moved = 1;
         }
+        if (res == ncclSuccess && !t->done) res = task_progress(t, &moved);
+        if (res != ncclSuccess) return fail_task(t, res);
+        if (moved) {
+            any = 1;
+            t->suspect = 0;
+            t->last_progress = 0; /* stamped below, once per pass */
+        }
+        if (t->done) r->remaining--;
+    }
+    if (!any) return ncclSuccess;
+    *progressed = 1;
+    int64_t now = zn_now_ns();
+    for (int i = 0; i < n; i++)
+        if (!tasks[i]->last_progress) tasks[i]->last_progress = now;
+    return check_tasks(tasks, n, now, &r->last_check);
+}
+
+ncclResult_t zn_exec_check(struct zn_exec_run *r)
+{
+    return check_tasks(r->tasks, r->n, zn_now_ns(), &r->last_check);
+}
+
+ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
+{
+    struct zn_exec_run r;
+    ZN_CHECK(zn_exec_begin(&r, tasks, n));
+    int64_t idle_since = zn_now_ns(), nap = 0;
+    int spins = 0, spin = n ? spin_limit(tasks[0]) : 0;
+    while (r.remaining > 0) {
+        int any = 0;
+        ZN_CHECK(zn_exec_pass(&r, &any));
         if (any) {
-            now = zn_now_ns();
-            for (int i = 0; i < n; i++)
-                if (!tasks[i]->last_progress) tasks[i]->last_progress = now;
-            idle_since = now;
+            idle_since = zn_now_ns();
             spins = 0;
-            ZN_CHECK(check_tasks(tasks, n, now, &last_check));
             nap = 0;
             continue;
         }
@@ -446,9 +469,8 @@ ncclResult_t zn_exec_run(struct zn_task **tasks, int n)
             cpu_relax();
             continue;
         }
-        now = zn_now_ns();
-        ZN_CHECK(check_tasks(tasks, n, now, &last_check));
-        if (now - idle_since < 2000000)
+        ZN_CHECK(zn_exec_check(&r));
+        if (zn_now_ns() - idle_since < 2000000)
             sched_yield();
         else
             idle_nap(tasks[0], &nap);

@@ -82,6 +82,20 @@ struct zn_task {
  * has done == 0 and the comms they belong to must be treated as failed. */
 ncclResult_t zn_exec_run(struct zn_task **tasks, int ntasks);
 
+/* The same, a pass at a time, for a caller that must not block (the proxy's progress thread
+ * running staged operations beside other work): zn_exec_begin, then zn_exec_pass until
+ * remaining is 0 (progressed says whether the pass moved anything), with zn_exec_check on
+ * passes that did not (deadlines and dead peers, at most once a millisecond). Errors as
+ * zn_exec_run's. */
+struct zn_exec_run {
+    struct zn_task **tasks;
+    int n, remaining;
+    int64_t last_check;
+};
+ncclResult_t zn_exec_begin(struct zn_exec_run *r, struct zn_task **tasks, int ntasks);
+ncclResult_t zn_exec_pass(struct zn_exec_run *r, int *progressed);
+ncclResult_t zn_exec_check(struct zn_exec_run *r);
+
 /* Free what the executor attached to a task. */
 void zn_task_release(struct zn_task *t);
 

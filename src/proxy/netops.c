@@ -219,8 +219,10 @@ static void *progress_main(void *arg)
             sched_yield();
             continue;
         }
-        /* Nothing moved: nap, longer each idle pass, up to 1 ms. */
-        nap_ns = nap_ns ? (nap_ns * 2 > 1000000 ? 1000000 : nap_ns * 2) : 2000;
+        /* Nothing moved: nap, longer each idle pass, up to 1 ms (50 us while clients are
+         * attached: a kernel's doorbell or slot wants an answer soon). */
+        long cap = r < 0 ? 50000 : 1000000;
+        nap_ns = nap_ns ? (nap_ns * 2 > cap ? cap : nap_ns * 2) : 2000;
         struct timespec ts = { 0, nap_ns };
         nanosleep(&ts, NULL);
     }

@@ -1,14 +1,15 @@
 /*
- * The proxy: a progress thread that runs work posted to it from the GPU's streams. Today one
+ * The staging part of the proxy: runs work posted to it from the GPU's streams. One staging
  * proxy serves one staged cuda communicator: the host side posts an opaque descriptor and gets
- * its id, a one-thread kernel rings the doorbell with that id in stream order, and the progress
- * thread hands the descriptor to the owner's run callback, then marks it done so that the gate
- * kernel lets the stream go on (the kernels and the doorbell layout: abi/dev_abi.h).
+ * its id, a one-thread kernel rings the doorbell with that id in stream order, and the
+ * process's proxy progress thread (netops.h, which it joins as a client) hands the descriptor
+ * to the owner's step callback, pass after pass until it is finished, then marks it done so
+ * that the gate kernel lets the stream go on (the kernels and the doorbell layout:
+ * abi/dev_abi.h). Steps never block, so the staged communicators of a process, its GPU net
+ * engines and its posted net ops all move on one thread.
  *
  * The proxy knows nothing of collectives: what a descriptor means is the owner's business
- * (exec registers "run a staged collective"). That keeps it below the algorithms, where the
- * network layer can grow it into one proxy per process and GPU (a service thread for requests,
- * and this progress thread also driving net transfers) without touching exec.
+ * (exec registers "run a staged collective"). That keeps it below the algorithms.
  */
 #ifndef ZN_PROXY_PROXY_H
 #define ZN_PROXY_PROXY_H
@@ -21,12 +22,20 @@
 
 struct zn_proxy;
 
+/* What step returns. */
+enum zn_proxy_step {
+    ZN_PROXY_RUNNING = 0, /* not finished: step again on a later pass */
+    ZN_PROXY_DONE = 1,    /* finished: the proxy releases the descriptor */
+    ZN_PROXY_KEEP = 2,    /* finished, and stays posted (a captured graph replays the same id) */
+};
+
 /* What the owner of a proxy does with its descriptors. Every slot is filled. */
 struct zn_proxy_ops {
     size_t size; /* sizeof(struct zn_proxy_ops): checked by zn_proxy_create */
-    /* Run one posted descriptor on the progress thread. Returns nonzero to keep it posted
-     * (a captured graph replays the same id), zero to have the proxy release it. */
-    int (*run)(void *owner, void *desc);
+    /* Advance one posted descriptor on the progress thread without blocking; *moved = 1 when
+     * something progressed. Returns enum zn_proxy_step. The descriptor in hand is finished
+     * before the next doorbell signal is looked at. */
+    int (*step)(void *owner, void *desc, int *moved);
     /* Free a descriptor the proxy no longer holds: after a run that did not keep it, and at
      * zn_proxy_destroy for every descriptor still posted. */
     void (*release)(void *owner, void *desc);
@@ -35,11 +44,12 @@ struct zn_proxy_ops {
 struct zn_proxy_config {
     const struct zn_proxy_ops *ops;
     void *owner;  /* passed to every callback */
-    int cuda_dev; /* the progress thread's current device */
-    int rank;     /* the progress thread's log prefix */
+    int cuda_dev; /* the device steps run on */
+    int rank;     /* the log prefix of steps */
 };
 
-/* Allocate the doorbell and start the progress thread. */
+/* Allocate the doorbell and join the progress thread (the caller holds the process's proxy:
+ * zn_proxy_acquire). */
 ncclResult_t zn_proxy_create(const struct zn_proxy_config *cfg, struct zn_proxy **out);
 
 /* Post a descriptor: the returned id is what the signal kernel rings the doorbell with. From
@@ -51,11 +61,7 @@ ncclResult_t zn_proxy_post(struct zn_proxy *p, void *desc, uint64_t *id);
 struct zn_dev_doorbell *zn_proxy_bell_dev(const struct zn_proxy *p);
 uint64_t *zn_proxy_seq_dev(const struct zn_proxy *p);
 
-/* Log every staging thread of the process (doorbell signals rung and run, descriptors posted,
- * time since the last run) for the state dump. Any thread. */
-void zn_proxy_staging_dump(void);
-
-/* Stop the progress thread (the device must be idle), release what is still posted, free
+/* Leave the progress thread (the device must be idle), release what is still posted, free
  * everything. NULL is ignored. */
 void zn_proxy_destroy(struct zn_proxy *p);
 

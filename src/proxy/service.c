@@ -542,6 +542,5 @@ void zn_proxy_dump(void)
         zn_warn(ZN_PROXY, "proxy dump:  serves type %d for rank %d of communicator %016llx",
                 svc.h[i].type, svc.h[i].rank, (unsigned long long)svc.h[i].comm);
     pthread_mutex_unlock(&svc.hlock);
-    zn_proxy_staging_dump();
-    zn_proxy_netops_dump();
+    zn_proxy_netops_dump(); /* the rings and every client: GPU net engines, staging */
 }
