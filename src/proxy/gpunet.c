@@ -430,15 +430,23 @@ const char *zn_gpunet_failure(const struct zn_gpunet *g)
 }
 
 /* The kernels have ended, but the last slots they committed may not have left yet: let the
- * progress thread send them (bounded by ZINC_TIMEOUT), so that a peer still reading gets all. */
+ * progress thread send them (bounded by ZINC_TIMEOUT), so that a peer still reading gets all.
+ * Not after an abort (ncclCommAbort, a revoke, the engine's own failure raise the abort word):
+ * nobody waits for those slots, and an abort must not wait for a peer. */
+static int aborted(const struct zn_gpunet *g)
+{
+    return g->cfg.abort_word && *g->cfg.abort_word;
+}
+
 static void drain(struct zn_gpunet *g)
 {
+    if (aborted(g)) return;
     int64_t deadline = zn_now_ns() + zn_timeout_ns();
     for (int ch = 0; ch < g->cfg.nch && g->cfg.next_remote; ch++) {
         uint64_t ready = __atomic_load_n(word(g->sh_next, ZN_DEV_READY_OFF, g->rank, ch),
                                          __ATOMIC_ACQUIRE);
         while (__atomic_load_n(&g->snd[ch].done, __ATOMIC_ACQUIRE) < ready &&
-               !atomic_load(&g->failed)) {
+               !atomic_load(&g->failed) && !aborted(g)) {
             if (zn_now_ns() > deadline) {
                 zn_warn(ZN_PROXY | ZN_NET,
                         "GPU net proxy: rank %d: channel %d: %llu slot(s) to %s not sent within "
