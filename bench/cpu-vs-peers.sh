@@ -3,7 +3,7 @@
 # sitting, as a markdown table with the ratios the README reports.
 #   bench/cpu-vs-peers.sh [NRANKS=2] [PEERS_SCRIPT=../shared/bench/cpu/run-peers.sh]
 # zinc is measured with zinc-perf (nccl-tests definitions: busbw = algbw * 2(n-1)/n) under
-# zinc-run; the peers with the workplace's anchor programs (the same definitions).
+# zinc-run; the peers with the reference programs in ../shared/bench/cpu (the same definitions).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 n=${1:-2}

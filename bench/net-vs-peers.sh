@@ -11,7 +11,7 @@
 # byte goes through the net transport on ZINC_SOCKET_IFNAME=lo; zinc runs with the default socket
 # net and with ZINC_SOCKET_NTHREADS=2 ZINC_NSOCKS_PERTHREAD=2. Open MPI runs with
 # `--mca pml ob1 --mca btl tcp,self` (no shared memory, no UCX), Gloo with its TCP device on
-# 127.0.0.1; the peers are the workplace's anchor programs in PEERS_DIR. The configurations
+# 127.0.0.1; the peers are the reference programs in PEERS_DIR. The configurations
 # alternate within each round; every cell is the median over the rounds (zinc: over the rounds'
 # out-of-place and in-place times), busbw by nccl-tests' definition (algbw * 2(n-1)/n).
 set -euo pipefail

@@ -72,8 +72,7 @@ typedef mscclppTrigger *mscclppTrigger_t;
 
 #ifdef __CUDACC__
 /* zinc: why a device wait gave up, as recorded in *zincError: (reason << 16) | connId. */
-#define ZINC_DEV_GAVE_UP_PUSH 1  /* no free FIFO slot: is the proxy running (mscclppProxyLaunch)? \
-                                  */
+#define ZINC_DEV_GAVE_UP_PUSH  1 /* no free FIFO slot: does the proxy run (mscclppProxyLaunch)? */
 #define ZINC_DEV_GAVE_UP_FLUSH 2 /* a flush did not complete */
 #define ZINC_DEV_GAVE_UP_WAIT  3 /* no signal arrived */
 

@@ -295,7 +295,9 @@ static ncclResult_t agree_gpu_net(struct ncclComm *c, const uint8_t *reach, int 
     const struct zn_params *p = zn_params();
     int n = c->nranks, *every = calloc((size_t)n, 2 * sizeof(int));
     if (!every) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
-    int want[2] = { !strcmp(p->gpu_net, "auto") ? 0 : !strcmp(p->gpu_net, "staged") ? 1 : -1,
+    int want[2] = { !strcmp(p->gpu_net, "auto")     ? 0
+                    : !strcmp(p->gpu_net, "staged") ? 1
+                                                    : -1,
                     (int)p->gpu_net_channels };
     memcpy(every + 2 * c->rank, want, sizeof(want));
     ncclResult_t res = zn_boot_allgather(c->boot, every, 2 * sizeof(int));
@@ -305,7 +307,9 @@ static ncclResult_t agree_gpu_net(struct ncclComm *c, const uint8_t *reach, int 
                            "rank %d has ZINC_GPU_NET=%s ZINC_GPU_NET_CHANNELS=%d but rank %d has "
                            "%s, %d: every rank needs the same values",
                            c->rank, p->gpu_net, want[1], r,
-                           every[2 * r] == 0 ? "auto" : every[2 * r] == 1 ? "staged" : "?",
+                           every[2 * r] == 0   ? "auto"
+                           : every[2 * r] == 1 ? "staged"
+                                               : "?",
                            every[2 * r + 1]);
     free(every);
     if (res == ncclSuccess && want[0] < 0)

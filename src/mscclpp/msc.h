@@ -144,8 +144,7 @@ ncclResult_t zn_msc_p2p_attach(struct mscclppComm *c, int i, const void *peer_de
 /* Point connection i's FIFO fields at the communicator's FIFO (made on first use). */
 ncclResult_t zn_msc_p2p_fifo(struct mscclppComm *c, int i);
 /* Copy between host and device on the proxy's stream and wait for it (net staging). */
-ncclResult_t zn_msc_p2p_copy_sync(struct mscclppComm *c, void *dst, const void *src,
-                                  uint64_t size);
+ncclResult_t zn_msc_p2p_copy_sync(struct mscclppComm *c, void *dst, const void *src, uint64_t size);
 /* Copy a FIFO data trigger of connection i on the proxy's stream (asynchronous). */
 ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uint64_t src_off,
                              uint64_t size);

@@ -21,10 +21,10 @@
 struct msc_proxy {
     struct mscclppComm *comm;
     struct zn_proxy_client client;
-    int attached;  /* a client of the progress thread (and holding the proxy) */
-    int stopped;   /* an error stopped it: the progress thread skips it */
-    int has_net;   /* some connection is IB: progress zinc's nets too */
-    uint64_t tail; /* triggers consumed */
+    int attached;       /* a client of the progress thread (and holding the proxy) */
+    int stopped;        /* an error stopped it: the progress thread skips it */
+    int has_net;        /* some connection is IB: progress zinc's nets too */
+    uint64_t tail;      /* triggers consumed */
     int64_t checked_ns; /* last look at the peers */
     ncclResult_t error;
 };
@@ -197,9 +197,8 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
             free(p);
             return zn_msc_res(res);
         }
-        p->client = (struct zn_proxy_client){ .progress = client_progress,
-                                              .dump = client_dump,
-                                              .arg = p };
+        p->client =
+            (struct zn_proxy_client){ .progress = client_progress, .dump = client_dump, .arg = p };
         zn_proxy_client_add(&p->client);
         p->attached = 1;
     }

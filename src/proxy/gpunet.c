@@ -104,9 +104,8 @@ static int fail(struct zn_gpunet *g, const char *fmt, ...)
 static int peer_closed(struct zn_gpunet *g, int ch)
 {
     g->rcv[ch].closed = 1;
-    zn_info(ZN_PROXY | ZN_NET,
-            "GPU net proxy: rank %d: %s closed channel %d after %llu slot(s)", g->rank,
-            g->who_prev, ch, (unsigned long long)g->rcv[ch].done);
+    zn_info(ZN_PROXY | ZN_NET, "GPU net proxy: rank %d: %s closed channel %d after %llu slot(s)",
+            g->rank, g->who_prev, ch, (unsigned long long)g->rcv[ch].done);
     return 1;
 }
 
@@ -136,8 +135,8 @@ static int send_step(struct zn_gpunet *g, int ch)
     struct gn_dir *d = &g->snd[ch];
     const ncclNet_t *net = g->net->ops;
     int moved = 0;
-    uint64_t ready = __atomic_load_n(word(g->sh_next, ZN_DEV_READY_OFF, g->rank, ch),
-                                     __ATOMIC_ACQUIRE);
+    uint64_t ready =
+        __atomic_load_n(word(g->sh_next, ZN_DEV_READY_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
     while (d->posted < ready && d->posted - d->done < ZN_DEV_NBUF) {
         int b = (int)(d->posted % ZN_DEV_NBUF);
         size_t size = (size_t)*word(g->sh_next, ZN_DEV_NETSIZE_OFF, b, ch);
@@ -156,8 +155,8 @@ static int send_step(struct zn_gpunet *g, int ch)
     while (d->done < d->posted) {
         int fin = 0, size = 0;
         if (net->test(d->req[d->done % ZN_DEV_NBUF], &fin, &size) != ncclSuccess)
-            return fail(g, "GPU net proxy: rank %d: sending channel %d to %s failed", g->rank,
-                        ch, g->who_next);
+            return fail(g, "GPU net proxy: rank %d: sending channel %d to %s failed", g->rank, ch,
+                        g->who_next);
         if (!fin) break;
         __atomic_store_n(&d->done, d->done + 1, __ATOMIC_RELEASE); /* zn_gpunet_destroy reads it */
     }
@@ -178,8 +177,8 @@ static int recv_step(struct zn_gpunet *g, int ch)
     const ncclNet_t *net = g->net->ops;
     int moved = 0, prev = g->cfg.prev;
     if (d->closed) return 0;
-    uint64_t drained = __atomic_load_n(word(g->sh_prev, ZN_DEV_ACK_OFF, g->rank, ch),
-                                       __ATOMIC_ACQUIRE);
+    uint64_t drained =
+        __atomic_load_n(word(g->sh_prev, ZN_DEV_ACK_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
     while (d->posted < drained + ZN_DEV_NBUF) {
         int b = (int)(d->posted % ZN_DEV_NBUF);
         void *data = slot_at(g, g->sh_prev, prev, ch, b), *req = NULL;
@@ -197,13 +196,14 @@ static int recv_step(struct zn_gpunet *g, int ch)
         if (net->test(d->req[b], &fin, &size) != ncclSuccess) return peer_closed(g, ch);
         if (!fin) break;
         if ((size_t)size > g->cfg.slot_bytes)
-            return fail(g, "GPU net proxy: rank %d: %s sent %d bytes on channel %d, more than a "
-                        "slot (%zu)", g->rank, g->who_prev, size, ch, g->cfg.slot_bytes);
+            return fail(g,
+                        "GPU net proxy: rank %d: %s sent %d bytes on channel %d, more than a "
+                        "slot (%zu)",
+                        g->rank, g->who_prev, size, ch, g->cfg.slot_bytes);
         *ready_mirror(g, ch, b) = d->done + 1;
-        if ((size > 0 &&
-             zn_cuda_memcpy_async(slot_at(g, g->cfg.dev_arena, prev, ch, b),
-                                  slot_at(g, g->sh_prev, prev, ch, b), (size_t)size,
-                                  g->stream) != ncclSuccess) ||
+        if ((size > 0 && zn_cuda_memcpy_async(slot_at(g, g->cfg.dev_arena, prev, ch, b),
+                                              slot_at(g, g->sh_prev, prev, ch, b), (size_t)size,
+                                              g->stream) != ncclSuccess) ||
             zn_cuda_memcpy_async(g->cfg.dev_arena + zn_dev_ctrl_off(ZN_DEV_READY_OFF, prev, ch),
                                  ready_mirror(g, ch, b), 8, g->stream) != ncclSuccess)
             return fail(g, "GPU net proxy: rank %d: cudaMemcpyAsync into the arena failed: %s",
@@ -239,8 +239,8 @@ static void gn_dump(void *arg)
     for (int ch = 0; ch < g->cfg.nch; ch++) {
         if (g->cfg.next_remote)
             zn_warn(ZN_PROXY,
-                    "proxy dump:   channel %d to %s: kernel committed %llu, sent %llu of %llu",
-                    ch, g->who_next,
+                    "proxy dump:   channel %d to %s: kernel committed %llu, sent %llu of %llu", ch,
+                    g->who_next,
                     (unsigned long long)*word(g->sh_next, ZN_DEV_READY_OFF, g->rank, ch),
                     (unsigned long long)g->snd[ch].done, (unsigned long long)g->snd[ch].posted);
         if (g->cfg.prev_remote)
@@ -443,8 +443,8 @@ static void drain(struct zn_gpunet *g)
     if (aborted(g)) return;
     int64_t deadline = zn_now_ns() + zn_timeout_ns();
     for (int ch = 0; ch < g->cfg.nch && g->cfg.next_remote; ch++) {
-        uint64_t ready = __atomic_load_n(word(g->sh_next, ZN_DEV_READY_OFF, g->rank, ch),
-                                         __ATOMIC_ACQUIRE);
+        uint64_t ready =
+            __atomic_load_n(word(g->sh_next, ZN_DEV_READY_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
         while (__atomic_load_n(&g->snd[ch].done, __ATOMIC_ACQUIRE) < ready &&
                !atomic_load(&g->failed) && !aborted(g)) {
             if (zn_now_ns() > deadline) {
@@ -452,8 +452,8 @@ static void drain(struct zn_gpunet *g)
                         "GPU net proxy: rank %d: channel %d: %llu slot(s) to %s not sent within "
                         "ZINC_TIMEOUT at close",
                         g->rank, ch,
-                        (unsigned long long)(ready - __atomic_load_n(&g->snd[ch].done,
-                                                                     __ATOMIC_ACQUIRE)),
+                        (unsigned long long)(ready -
+                                             __atomic_load_n(&g->snd[ch].done, __ATOMIC_ACQUIRE)),
                         g->who_next);
                 return;
             }

@@ -38,11 +38,11 @@ struct zn_gpunet;
 struct zn_gpunet_config {
     const struct zn_tctx *ctx; /* rank, peers, bootstrap (collective setup) */
     int cuda_dev;
-    int next, prev;             /* ring neighbours */
+    int next, prev; /* ring neighbours */
     int next_remote, prev_remote;
-    int nch;                    /* channels of the arena layout (every rank the same) */
+    int nch; /* channels of the arena layout (every rank the same) */
     size_t slot_bytes;
-    uint8_t *dev_arena;         /* this rank's arena, device pointer */
+    uint8_t *dev_arena;            /* this rank's arena, device pointer */
     volatile uint32_t *abort_word; /* host view of the kernels' abort word */
 };
 

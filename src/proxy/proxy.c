@@ -86,9 +86,8 @@ static void staging_dump(void *arg)
     zn_warn(ZN_PROXY,
             "proxy dump:  staging of rank %d (GPU %d): %llu of %llu doorbell signals run%s, %d "
             "descriptors posted, last run ended %.3f s ago",
-            p->cfg.rank, p->cfg.cuda_dev, (unsigned long long)p->processed,
-            (unsigned long long)go, p->cur ? " (one running)" : "", posted,
-            (double)(zn_now_ns() - p->last_run_ns) / 1e9);
+            p->cfg.rank, p->cfg.cuda_dev, (unsigned long long)p->processed, (unsigned long long)go,
+            p->cur ? " (one running)" : "", posted, (double)(zn_now_ns() - p->last_run_ns) / 1e9);
 }
 
 ncclResult_t zn_proxy_create(const struct zn_proxy_config *cfg, struct zn_proxy **out)
@@ -110,9 +109,8 @@ ncclResult_t zn_proxy_create(const struct zn_proxy_config *cfg, struct zn_proxy 
                   res, fail);
     ZN_CHECK_GOTO(zn_cuda_memset(p->seq_dev, 0, sizeof(uint64_t)), res, fail);
     p->last_run_ns = zn_now_ns();
-    p->client = (struct zn_proxy_client){ .progress = staging_progress,
-                                          .dump = staging_dump,
-                                          .arg = p };
+    p->client =
+        (struct zn_proxy_client){ .progress = staging_progress, .dump = staging_dump, .arg = p };
     zn_proxy_client_add(&p->client);
     p->attached = 1;
     *out = p;

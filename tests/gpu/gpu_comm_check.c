@@ -355,7 +355,8 @@ static int test_gone(ncclComm_t world, const int *all)
     printf("gpu_comm_check: rank %d: %s: %s\n", rank, ncclGetErrorString(async), why);
     EXPECT(async != ncclSuccess, "the allreduce without the last rank did not end in 120 s");
     if (getenv("ZINC_HOSTID"))
-        EXPECT(strstr(why, "GPU net proxy") != NULL, "the error is not the GPU net proxy's: %s", why);
+        EXPECT(strstr(why, "GPU net proxy") != NULL, "the error is not the GPU net proxy's: %s",
+               why);
     ncclCommAbort(world);
     return failures ? 1 : 0;
 }

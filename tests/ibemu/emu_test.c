@@ -189,23 +189,6 @@ static uint8_t pattern(size_t i, int seed)
     return (uint8_t)((i * 131 + (size_t)seed * 7 + (i >> 12)) & 0xff);
 }
 
-/* Run child(fd) in a forked process connected to the caller by a socket pair. */
-static pid_t spawn(void (*child)(int), int *fd)
-{
-    int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        close(sv[0]);
-        child(sv[1]);
-        exit(0);
-    }
-    close(sv[1]);
-    *fd = sv[0];
-    return pid;
-}
-
 static void reap(pid_t pid, int want_ok)
 {
     int st;
@@ -247,7 +230,7 @@ static void rdma_child(int fd)
 static void test_rdma(void)
 {
     int fd;
-    pid_t pid = spawn(rdma_child, &fd);
+    pid_t pid = ibemu_test_spawn(rdma_child, &fd);
     struct side a;
     side_init(&a, open_dev(0), 16, IBV_ACCESS_LOCAL_WRITE);
     struct wire mine = side_wire(&a), peer;
@@ -361,7 +344,7 @@ static void expect_fail_then_flush(struct side *s, int status)
 static void test_errors(void)
 {
     int fd;
-    pid_t pid = spawn(errors_child, &fd);
+    pid_t pid = ibemu_test_spawn(errors_child, &fd);
     struct side a[NPAIRS];
     struct wire peer[NPAIRS];
     struct ibv_context *ctx = open_dev(0);
@@ -415,7 +398,7 @@ static void dead_child(int fd)
 static void test_deadpeer(void)
 {
     int fd;
-    pid_t pid = spawn(dead_child, &fd);
+    pid_t pid = ibemu_test_spawn(dead_child, &fd);
     struct side a;
     side_init(&a, open_dev(0), 16, IBV_ACCESS_LOCAL_WRITE);
     struct wire mine = side_wire(&a), peer;

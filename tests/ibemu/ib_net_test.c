@@ -193,22 +193,6 @@ static uint8_t pat(size_t i, int seed)
 enum { NSIZES = 6, BIG = 1 << 20 };
 static const size_t sizes_tab[NSIZES] = { 0, 1, 4097, 65536, 300000, BIG };
 
-static pid_t spawn(void (*child)(int), int *fd)
-{
-    int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        close(sv[0]);
-        child(sv[1]);
-        exit(0);
-    }
-    close(sv[1]);
-    *fd = sv[0];
-    return pid;
-}
-
 static void reap_ok(pid_t pid)
 {
     int st;
@@ -301,7 +285,7 @@ static void check_properties(void)
 static void test_data(void)
 {
     int fd;
-    pid_t pid = spawn(data_child, &fd);
+    pid_t pid = ibemu_test_spawn(data_child, &fd);
     void *ctx = net_open(), *sc = sender_setup(ctx, fd);
     check_properties();
     uint8_t *buf = malloc(BIG);
@@ -380,7 +364,7 @@ static void wait_fifo(struct zn_ib_comm *c)
 static void test_fault(void)
 {
     int fd;
-    pid_t pid = spawn(recv_two_child, &fd);
+    pid_t pid = ibemu_test_spawn(recv_two_child, &fd);
     void *ctx = net_open(), *sc = sender_setup(ctx, fd);
     static uint8_t buf[4096];
     void *mh;
@@ -404,7 +388,7 @@ static void test_fault(void)
 static void test_peerdeath(void)
 {
     int fd;
-    pid_t pid = spawn(recv_two_child, &fd);
+    pid_t pid = ibemu_test_spawn(recv_two_child, &fd);
     void *ctx = net_open(), *sc = sender_setup(ctx, fd);
     static uint8_t buf[4096];
     void *mh;
@@ -436,7 +420,7 @@ static void sender_dies_child(int fd)
 static void test_senderdeath(void)
 {
     int fd;
-    pid_t pid = spawn(sender_dies_child, &fd);
+    pid_t pid = ibemu_test_spawn(sender_dies_child, &fd);
     void *ctx = net_open(), *rc = receiver_setup(ctx, fd);
     static uint8_t buf[4096];
     void *mh, *d = buf;

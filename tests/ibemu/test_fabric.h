@@ -21,8 +21,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* Run child(fd) in a forked process connected to the caller by a socket pair; *fd is the
+ * caller's end. Exits 2 if the pair or the process cannot be made. */
+static inline pid_t ibemu_test_spawn(void (*child)(int), int *fd)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        perror("socketpair");
+        exit(2);
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        exit(2);
+    }
+    if (pid == 0) {
+        close(sv[0]);
+        child(sv[1]);
+        exit(0);
+    }
+    close(sv[1]);
+    *fd = sv[0];
+    return pid;
+}
 
 /* Unlink the fabric's directory segment and every QP segment of it. */
 static inline void ibemu_test_remove_fabric(const char *fabric)

@@ -15,25 +15,7 @@
 static int rank, nranks;
 static long failures;
 
-#define MSCCLPPCHECK(call)                                                                 \
-    do {                                                                                   \
-        mscclppResult_t r_ = (mscclppResult_t)(call);                                      \
-        if (r_ != mscclppSuccess) {                                                        \
-            fprintf(stderr, "[%d] %s:%d %s failed: %s\n", rank, __FILE__, __LINE__, #call, \
-                    mscclppGetErrorString(r_));                                            \
-            exit(2);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
+#include "msc_check.h"
 
 int main()
 {

@@ -24,25 +24,7 @@ static int rank, nranks;
 static long failures;
 static mscclppTransport_t transport = mscclppTransportSHM;
 
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        int r_ = (int)(call);                                                              \
-        if (r_ != 0) {                                                                     \
-            fprintf(stderr, "[%d] %s:%d %s failed: %s\n", rank, __FILE__, __LINE__, #call, \
-                    mscclppGetErrorString((mscclppResult_t)r_));                           \
-            exit(2);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
+#include "msc_check.h"
 
 /* The value rank r contributes at element i of iteration it: distinct per (r, i, it). */
 static uint64_t val(int r, size_t i, int it)
@@ -59,10 +41,10 @@ static mscclppComm_t init(void)
         exit(2);
     }
     mscclppComm_t comm;
-    CHECK(mscclppCommInitRank(&comm, nranks, root, rank));
+    MSCCLPPCHECK(mscclppCommInitRank(&comm, nranks, root, rank));
     int r, n;
-    CHECK(mscclppCommRank(comm, &r));
-    CHECK(mscclppCommSize(comm, &n));
+    MSCCLPPCHECK(mscclppCommRank(comm, &r));
+    MSCCLPPCHECK(mscclppCommSize(comm, &n));
     EXPECT(r == rank && n == nranks, "rank/size %d/%d, expected %d/%d", r, n, rank, nranks);
     return comm;
 }
@@ -72,20 +54,20 @@ static mscclppComm_t init(void)
 static int proxy_up;
 static void setup(mscclppComm_t comm)
 {
-    if (proxy_up) CHECK(mscclppProxyStop(comm));
+    if (proxy_up) MSCCLPPCHECK(mscclppProxyStop(comm));
     proxy_up = 0;
-    CHECK(mscclppConnectionSetup(comm));
+    MSCCLPPCHECK(mscclppConnectionSetup(comm));
     if (transport == mscclppTransportIB) {
-        CHECK(mscclppProxyLaunch(comm));
+        MSCCLPPCHECK(mscclppProxyLaunch(comm));
         proxy_up = 1;
     }
 }
 
 static void destroy(mscclppComm_t comm)
 {
-    if (proxy_up) CHECK(mscclppProxyStop(comm));
+    if (proxy_up) MSCCLPPCHECK(mscclppProxyStop(comm));
     proxy_up = 0;
-    CHECK(mscclppCommDestroy(comm));
+    MSCCLPPCHECK(mscclppCommDestroy(comm));
 }
 
 /* Every rank puts its slice into every peer's buffer, signals, then waits for every peer. */
@@ -95,25 +77,25 @@ static void allgather(mscclppComm_t comm)
     for (int t = 0; t < 4; t++) {
         size_t count = counts[t], bytes = count * sizeof(uint64_t);
         uint64_t *buf;
-        CHECK(zincConnMemAlloc(comm, bytes * (size_t)nranks, (void **)&buf));
+        MSCCLPPCHECK(zincConnMemAlloc(comm, bytes * (size_t)nranks, (void **)&buf));
         for (int p = 0; p < nranks; p++)
             if (p != rank)
-                CHECK(mscclppConnect(comm, p, t, buf, bytes * (size_t)nranks, transport, NULL));
+                MSCCLPPCHECK(mscclppConnect(comm, p, t, buf, bytes * (size_t)nranks, transport, NULL));
         setup(comm);
         for (int it = 0; it < 3; it++) {
             for (size_t i = 0; i < count; i++) buf[(size_t)rank * count + i] = val(rank, i, it);
             for (int p = 0; p < nranks; p++) {
                 if (p == rank) continue;
                 mscclppDevConn_t *c;
-                CHECK(mscclppGetDeviceConnection(comm, p, t, &c));
-                CHECK(zincConnPut(c, (uint64_t)rank * bytes, (uint64_t)rank * bytes, bytes));
-                CHECK(zincConnSignal(c));
+                MSCCLPPCHECK(mscclppGetDeviceConnection(comm, p, t, &c));
+                MSCCLPPCHECK(zincConnPut(c, (uint64_t)rank * bytes, (uint64_t)rank * bytes, bytes));
+                MSCCLPPCHECK(zincConnSignal(c));
             }
             for (int p = 0; p < nranks; p++) {
                 if (p == rank) continue;
                 mscclppDevConn_t *c;
-                CHECK(mscclppGetDeviceConnection(comm, p, t, &c));
-                CHECK(zincConnWait(c));
+                MSCCLPPCHECK(mscclppGetDeviceConnection(comm, p, t, &c));
+                MSCCLPPCHECK(zincConnWait(c));
             }
             long bad = 0;
             for (int p = 0; p < nranks; p++)
@@ -121,7 +103,7 @@ static void allgather(mscclppComm_t comm)
                     bad += buf[(size_t)p * count + i] != val(p, i, it);
             EXPECT(bad == 0, "allgather of %zu elements, iteration %d: %ld wrong", count, it, bad);
             /* Peers overwrite the buffer in the next iteration: everyone has checked first. */
-            CHECK(mscclppBootstrapBarrier(comm));
+            MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
         }
     }
 }
@@ -134,17 +116,17 @@ static void allreduce(mscclppComm_t comm)
     size_t n = (size_t)nranks, count = chunk * n, cb = chunk * sizeof(uint64_t);
     uint64_t *buf; /* data (count elements), then n - 1 scratch chunks */
     size_t bytes = (count + chunk * (n - 1)) * sizeof(uint64_t);
-    CHECK(zincConnMemAlloc(comm, bytes, (void **)&buf));
+    MSCCLPPCHECK(zincConnMemAlloc(comm, bytes, (void **)&buf));
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
     if (nranks > 1) {
-        CHECK(mscclppConnect(comm, next, 0, buf, bytes, transport, NULL));
-        if (prev != next) CHECK(mscclppConnect(comm, prev, 0, buf, bytes, transport, NULL));
+        MSCCLPPCHECK(mscclppConnect(comm, next, 0, buf, bytes, transport, NULL));
+        if (prev != next) MSCCLPPCHECK(mscclppConnect(comm, prev, 0, buf, bytes, transport, NULL));
     }
     setup(comm);
     mscclppDevConn_t *to = NULL, *from = NULL;
     if (nranks > 1) {
-        CHECK(mscclppGetDeviceConnection(comm, next, 0, &to));
-        CHECK(mscclppGetDeviceConnection(comm, prev, 0, &from));
+        MSCCLPPCHECK(mscclppGetDeviceConnection(comm, next, 0, &to));
+        MSCCLPPCHECK(mscclppGetDeviceConnection(comm, prev, 0, &from));
     }
     uint64_t *scratch = buf + count;
     for (int it = 0; it < 3; it++) {
@@ -152,18 +134,18 @@ static void allreduce(mscclppComm_t comm)
         for (int s = 0; s < nranks - 1; s++) {
             size_t send = (size_t)(rank - s + nranks) % n,
                    recv = (size_t)(rank - s - 1 + 2 * nranks) % n;
-            CHECK(zincConnPutWithSignal(to, (count + (size_t)s * chunk) * sizeof(uint64_t),
+            MSCCLPPCHECK(zincConnPutWithSignal(to, (count + (size_t)s * chunk) * sizeof(uint64_t),
                                         send * cb, cb));
-            CHECK(zincConnWait(from));
+            MSCCLPPCHECK(zincConnWait(from));
             for (size_t i = 0; i < chunk; i++)
                 buf[recv * chunk + i] += scratch[(size_t)s * chunk + i];
         }
         for (int s = 0; s < nranks - 1; s++) {
             size_t send = (size_t)(rank + 1 - s + nranks) % n;
-            CHECK(zincConnPutWithSignal(to, send * cb, send * cb, cb));
-            CHECK(zincConnWait(from));
+            MSCCLPPCHECK(zincConnPutWithSignal(to, send * cb, send * cb, cb));
+            MSCCLPPCHECK(zincConnWait(from));
         }
-        if (to) CHECK(zincConnFlush(to));
+        if (to) MSCCLPPCHECK(zincConnFlush(to));
         long bad = 0;
         for (size_t i = 0; i < count; i++) {
             uint64_t want = 0;
@@ -171,7 +153,7 @@ static void allreduce(mscclppComm_t comm)
             bad += buf[i] != want;
         }
         EXPECT(bad == 0, "ring allreduce iteration %d: %ld of %zu elements wrong", it, bad, count);
-        CHECK(mscclppBootstrapBarrier(comm));
+        MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
     }
 }
 
@@ -180,34 +162,34 @@ static void pingpong(mscclppComm_t comm)
 {
     const size_t max = 1 << 20;
     uint8_t *buf;
-    CHECK(zincConnMemAlloc(comm, max, (void **)&buf));
+    MSCCLPPCHECK(zincConnMemAlloc(comm, max, (void **)&buf));
     int peer = rank == 0 ? 1 : 0;
-    if (rank < 2) CHECK(mscclppConnect(comm, peer, 5, buf, max, transport, NULL));
+    if (rank < 2) MSCCLPPCHECK(mscclppConnect(comm, peer, 5, buf, max, transport, NULL));
     setup(comm);
     if (rank < 2) {
         mscclppDevConn_t *c;
-        CHECK(mscclppGetDeviceConnection(comm, peer, 5, &c));
+        MSCCLPPCHECK(mscclppGetDeviceConnection(comm, peer, 5, &c));
         const size_t sizes[] = { 0, 1, 7, 4096, 65535, max };
         for (int t = 0; t < 6; t++) {
             size_t n = sizes[t];
             for (int round = 0; round < 4; round++) {
                 if (rank == 0) {
                     for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(i * 31 + round + t);
-                    CHECK(zincConnPutWithSignal(c, 0, 0, n));
-                    CHECK(zincConnWait(c));
+                    MSCCLPPCHECK(zincConnPutWithSignal(c, 0, 0, n));
+                    MSCCLPPCHECK(zincConnWait(c));
                     long bad = 0;
                     for (size_t i = 0; i < n; i++)
                         bad += buf[i] != (uint8_t)(i * 31 + round + t + 1);
                     EXPECT(bad == 0, "ping-pong of %zu bytes, round %d: %ld wrong", n, round, bad);
                 } else {
-                    CHECK(zincConnWait(c));
+                    MSCCLPPCHECK(zincConnWait(c));
                     for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(buf[i] + 1);
-                    CHECK(zincConnPutWithSignal(c, 0, 0, n));
+                    MSCCLPPCHECK(zincConnPutWithSignal(c, 0, 0, n));
                 }
             }
         }
     }
-    CHECK(mscclppBootstrapBarrier(comm));
+    MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
 }
 
 static char logged[8192];
@@ -220,14 +202,14 @@ static void capture(const char *msg)
 /* Bad usage: each is refused with the documented code and a message naming the cause. */
 static void errors(mscclppComm_t comm)
 {
-    CHECK(mscclppSetLogHandler(capture));
+    MSCCLPPCHECK(mscclppSetLogHandler(capture));
     static char plain[64];
     EXPECT(mscclppConnect(comm, (rank + 1) % nranks, 1, plain, sizeof(plain), mscclppTransportSHM,
                           NULL) == mscclppInvalidArgument,
            "SHM connection over memory not from zincConnMemAlloc accepted");
     EXPECT(strstr(logged, "zincConnMemAlloc"), "message does not say why: %s", logged);
     uint8_t *buf;
-    CHECK(zincConnMemAlloc(comm, 4096, (void **)&buf));
+    MSCCLPPCHECK(zincConnMemAlloc(comm, 4096, (void **)&buf));
     logged[0] = 0;
     EXPECT(mscclppConnect(comm, (rank + 1) % nranks, 1, buf, 4096, mscclppTransportIB,
                           "zn_no_such_dev") == mscclppInvalidUsage,
@@ -243,7 +225,7 @@ static void errors(mscclppComm_t comm)
     /* A declaration with no counterpart: rank 0 declares tag 9 to rank 1, which does not.
      * Both fail, naming the tag; the others succeed. */
     logged[0] = 0;
-    if (rank == 0) CHECK(mscclppConnect(comm, 1, 9, buf, 4096, mscclppTransportSHM, NULL));
+    if (rank == 0) MSCCLPPCHECK(mscclppConnect(comm, 1, 9, buf, 4096, mscclppTransportSHM, NULL));
     mscclppResult_t r = mscclppConnectionSetup(comm);
     if (rank < 2) {
         EXPECT(r == mscclppInvalidUsage, "setup without counterpart returned %d", (int)r);
@@ -252,13 +234,13 @@ static void errors(mscclppComm_t comm)
     } else {
         EXPECT(r == mscclppSuccess, "setup of ranks without connections failed: %d", (int)r);
     }
-    CHECK(mscclppBootstrapBarrier(comm));
+    MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
 
     /* A rank that cannot prepare its side (a connection without its buffer) fails the setup at
      * once on every rank, the others naming it, instead of leaving them to the deadline. */
     logged[0] = 0;
-    if (rank == 0) CHECK(mscclppConnectWithoutBuffer(comm, 1, 11, mscclppTransportSHM, NULL));
-    if (rank == 1) CHECK(mscclppConnect(comm, 0, 11, buf, 4096, mscclppTransportSHM, NULL));
+    if (rank == 0) MSCCLPPCHECK(mscclppConnectWithoutBuffer(comm, 1, 11, mscclppTransportSHM, NULL));
+    if (rank == 1) MSCCLPPCHECK(mscclppConnect(comm, 0, 11, buf, 4096, mscclppTransportSHM, NULL));
     r = mscclppConnectionSetup(comm);
     if (rank == 0) {
         EXPECT(r == mscclppInvalidUsage, "setup with a connection without buffer returned %d",
@@ -268,21 +250,21 @@ static void errors(mscclppComm_t comm)
         EXPECT(r == mscclppRemoteError, "setup beside a failed rank returned %d", (int)r);
         EXPECT(strstr(logged, "rank 0 failed to prepare"), "message: %s", logged);
     }
-    CHECK(mscclppBootstrapBarrier(comm));
-    CHECK(mscclppCommDestroy(comm));
+    MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
+    MSCCLPPCHECK(mscclppCommDestroy(comm));
 
     /* A fresh communicator: out-of-bounds puts are refused and move nothing; a wait with no
      * signal gives up at the deadline. */
     comm = init();
-    CHECK(zincConnMemAlloc(comm, 4096, (void **)&buf));
+    MSCCLPPCHECK(zincConnMemAlloc(comm, 4096, (void **)&buf));
     int peer = rank ^ 1;
     if (peer < nranks)
-        CHECK(
+        MSCCLPPCHECK(
             mscclppConnect(comm, peer, 2, buf, rank == 0 ? 4096 : 1024, mscclppTransportSHM, NULL));
-    CHECK(mscclppConnectionSetup(comm));
+    MSCCLPPCHECK(mscclppConnectionSetup(comm));
     if (rank == 0 && peer < nranks) {
         mscclppDevConn_t *c;
-        CHECK(mscclppGetDeviceConnection(comm, peer, 2, &c));
+        MSCCLPPCHECK(mscclppGetDeviceConnection(comm, peer, 2, &c));
         logged[0] = 0;
         memset(buf, 0x5a, 4096);
         EXPECT(zincConnPut(c, 1000, 0, 25) == (int)mscclppInvalidArgument,
@@ -291,19 +273,19 @@ static void errors(mscclppComm_t comm)
         EXPECT(zincConnPut(c, 0, 4090, 7) == (int)mscclppInvalidArgument,
                "put from past the end of the local buffer accepted");
         EXPECT(zincConnPut(c, 1000, 0, 24) == 0, "put ending at the peer's last byte refused");
-        CHECK(mscclppSetBootstrapConnTimeout(1));
+        MSCCLPPCHECK(mscclppSetBootstrapConnTimeout(1));
         EXPECT(zincConnWait(c) == (int)mscclppSystemError, "wait with no signal did not time out");
-        CHECK(mscclppSetBootstrapConnTimeout(60));
+        MSCCLPPCHECK(mscclppSetBootstrapConnTimeout(60));
     }
-    CHECK(mscclppBootstrapBarrier(comm));
+    MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
     if (rank == 1) {
         long bad = 0;
         for (int i = 0; i < 1024; i++) bad += buf[i] != (i >= 1000 ? 0x5a : 0);
         EXPECT(bad == 0, "the refused puts changed %ld bytes", bad);
     }
-    CHECK(mscclppBootstrapBarrier(comm));
-    CHECK(mscclppCommDestroy(comm));
-    CHECK(mscclppSetLogHandler(mscclppDefaultLogHandler));
+    MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
+    MSCCLPPCHECK(mscclppCommDestroy(comm));
+    MSCCLPPCHECK(mscclppSetLogHandler(mscclppDefaultLogHandler));
     exit(failures ? 1 : 0);
 }
 
@@ -311,16 +293,16 @@ static void errors(mscclppComm_t comm)
  * peer's last byte lands. */
 static void bounds(mscclppComm_t comm)
 {
-    CHECK(mscclppSetLogHandler(capture));
+    MSCCLPPCHECK(mscclppSetLogHandler(capture));
     uint8_t *buf = calloc(1, 4096);
     if (!buf) exit(2);
     int peer = rank ^ 1;
     if (peer < nranks)
-        CHECK(mscclppConnect(comm, peer, 2, buf, rank == 0 ? 4096 : 1024, transport, NULL));
+        MSCCLPPCHECK(mscclppConnect(comm, peer, 2, buf, rank == 0 ? 4096 : 1024, transport, NULL));
     setup(comm);
     if (rank == 0 && peer < nranks) {
         mscclppDevConn_t *c;
-        CHECK(mscclppGetDeviceConnection(comm, peer, 2, &c));
+        MSCCLPPCHECK(mscclppGetDeviceConnection(comm, peer, 2, &c));
         memset(buf, 0x5a, 4096);
         EXPECT(zincConnPut(c, 1000, 0, 25) == (int)mscclppInvalidArgument,
                "put past the end of the peer's 1024-byte buffer accepted");
@@ -330,19 +312,19 @@ static void bounds(mscclppComm_t comm)
         EXPECT(zincConnPut(c, 0, 4090, 7) == (int)mscclppInvalidArgument,
                "put from past the end of the local buffer accepted");
         EXPECT(zincConnPutWithSignal(c, 1000, 0, 24) == 0, "put ending at the last byte refused");
-        CHECK(zincConnFlush(c));
+        MSCCLPPCHECK(zincConnFlush(c));
     }
     if (rank == 1) {
         mscclppDevConn_t *c;
-        CHECK(mscclppGetDeviceConnection(comm, peer, 2, &c));
-        CHECK(zincConnWait(c));
+        MSCCLPPCHECK(mscclppGetDeviceConnection(comm, peer, 2, &c));
+        MSCCLPPCHECK(zincConnWait(c));
         long bad = 0;
         for (int i = 0; i < 1024; i++) bad += buf[i] != (i >= 1000 ? 0x5a : 0);
         EXPECT(bad == 0, "the refused puts changed %ld bytes", bad);
     }
     destroy(comm);
     free(buf);
-    CHECK(mscclppSetLogHandler(mscclppDefaultLogHandler));
+    MSCCLPPCHECK(mscclppSetLogHandler(mscclppDefaultLogHandler));
     exit(failures ? 1 : 0);
 }
 
@@ -351,17 +333,17 @@ static void bounds(mscclppComm_t comm)
 static void dead(mscclppComm_t comm)
 {
     uint8_t *buf;
-    CHECK(zincConnMemAlloc(comm, 64, (void **)&buf));
-    CHECK(mscclppConnect(comm, rank ^ 1, 0, buf, 64, transport, NULL));
+    MSCCLPPCHECK(zincConnMemAlloc(comm, 64, (void **)&buf));
+    MSCCLPPCHECK(mscclppConnect(comm, rank ^ 1, 0, buf, 64, transport, NULL));
     setup(comm);
     mscclppDevConn_t *c;
-    CHECK(mscclppGetDeviceConnection(comm, rank ^ 1, 0, &c));
+    MSCCLPPCHECK(mscclppGetDeviceConnection(comm, rank ^ 1, 0, &c));
     if (rank == 1) {
-        CHECK(zincConnWait(c));
+        MSCCLPPCHECK(zincConnWait(c));
         _exit(0);
     }
-    CHECK(zincConnSignal(c));
-    CHECK(mscclppSetLogHandler(capture));
+    MSCCLPPCHECK(zincConnSignal(c));
+    MSCCLPPCHECK(mscclppSetLogHandler(capture));
     EXPECT(zincConnWait(c) == (int)mscclppRemoteError, "wait on a dead peer did not fail");
     EXPECT(strstr(logged, "rank 1") && strstr(logged, "exited"), "message: %s", logged);
     EXPECT(zincConnPut(c, 0, 0, 8) == (int)mscclppRemoteError, "put to a dead peer did not fail");

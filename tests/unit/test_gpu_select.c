@@ -523,8 +523,12 @@ ZT_TEST(net_ring_is_fifo_only)
     for (int c = 0; c < ZN_NCOLLS; c++) {
         if (!zn_gpu_ring_on_gpu((enum zn_coll)c)) continue;
         for (size_t f = 0; f < sizeof(force) / sizeof(force[0]); f++) {
-            struct row r = { .coll = (enum zn_coll)c, .nranks = 4, .ring_mode = 1, .max_ch = 2,
-                             .force_algo = force[f], .expect = NULL };
+            struct row r = { .coll = (enum zn_coll)c,
+                             .nranks = 4,
+                             .ring_mode = 1,
+                             .max_ch = 2,
+                             .force_algo = force[f],
+                             .expect = NULL };
             char got[512];
             choose_row(&r, 1, got, sizeof(got));
             for (char *w = strtok(got, " "); w; w = strtok(NULL, " "))

@@ -168,5 +168,5 @@ ZT_TEST(host_id_list)
     ZT_ASSERT(zn_host_hash() != r2);
 }
 
-ZT_MAIN(ZT_CASE(host_id_list), ZT_CASE(alive_then_exited), ZT_CASE(descriptor_replaced), ZT_CASE(descriptor_closed),
-        ZT_CASE(other_pid_namespace))
+ZT_MAIN(ZT_CASE(host_id_list), ZT_CASE(alive_then_exited), ZT_CASE(descriptor_replaced),
+        ZT_CASE(descriptor_closed), ZT_CASE(other_pid_namespace))
