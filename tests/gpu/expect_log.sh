@@ -1,7 +1,8 @@
 #!/bin/bash
 # Run a command, print its output, and fail unless it succeeded and its output has PATTERN
-# (a grep -E pattern): for tests of which path the library chose.
-# Usage: expect_log.sh PATTERN COMMAND ARGS...
+# (a grep -E pattern): for tests of which path the library chose. With EXPECT_FAIL=1 the
+# command must fail instead (and print PATTERN): for tests of the error a misuse gets.
+# Usage: [EXPECT_FAIL=1] expect_log.sh PATTERN COMMAND ARGS...
 set -uo pipefail
 pattern=$1; shift
 log=$(mktemp)
@@ -9,5 +10,9 @@ trap 'rm -f "$log"' EXIT
 "$@" >"$log" 2>&1
 rc=$?
 cat "$log"
-[ $rc = 0 ] || exit $rc
+if [ "${EXPECT_FAIL:-0}" = 1 ]; then
+    [ $rc != 0 ] || { echo "expected the command to fail"; exit 1; }
+else
+    [ $rc = 0 ] || exit $rc
+fi
 grep -qE "$pattern" "$log" || { echo "expected output matching: $pattern"; exit 1; }
