@@ -33,7 +33,7 @@
 #define ZN_DEV_NBUF        2   /* slots per FIFO */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 7
+#define ZN_DEV_ABI_VERSION 8
 
 #define ZN_DEV_CTRL_WORDS  (8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
@@ -51,12 +51,15 @@
 #define ZN_DEV_ZCSEND_OFF (ZN_DEV_ZCSEQ_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_ZCRECV_OFF (ZN_DEV_ZCSEND_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_DATA_OFF   65536 /* control area, padded */
-/* Net shadows. A ring neighbour on another host has no arena this GPU can map: arena[] points
+/* Net shadows. A ring neighbour r on another host has no arena this GPU can map: arena[r] points
  * at a shadow instead, an arena-shaped block of pinned host memory that the kernels write as if
  * it were the peer's arena (the slots of row `rank`, ready[rank][ch], ack[rank][ch]) and that
- * the proxy's GPU net engine (proxy/gpunet.h) reads and carries over the net. Nobody keeps
- * counters in a shadow, so its sent rows hold what the engine needs besides: the bytes of the
- * slot last committed into buffer buf of channel ch, at ctrl word (buf, ch) of this offset. */
+ * the proxy's GPU net engine (proxy/gpunet.h) reads and carries over the net. What comes from
+ * r, the engine stores in the same shadow, in row r: r's slots and ready[r][ch] (written into
+ * the own arena for a peer on this host), and ack[r][ch], the count of our slots it took
+ * (kernels find both through fifo.cuh's inbox()). Nobody keeps counters in a shadow, so its
+ * sent rows hold what the engine needs besides: the bytes of the slot last committed into
+ * buffer buf of channel ch, at ctrl word (buf, ch) of this offset. */
 #define ZN_DEV_NETSIZE_OFF ZN_DEV_SENT_OFF
 /* Low-latency (LL) buffers: 16-byte packets of 8 data bytes, each 4 data bytes next to a 4-byte
  * flag, so that a reader needs no separate ready flag and no fence: per (src, ch), two

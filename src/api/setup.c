@@ -336,14 +336,12 @@ static ncclResult_t setup_gpu_net(struct ncclComm *c, int next, int prev, int nc
     struct zn_cuda_ctx *x = &c->cuda;
     uint64_t h = c->peers[c->rank].host_hash;
     struct zn_gpunet_config cfg = { .ctx = &c->tctx,
-                                    .cuda_dev = c->cuda_dev,
                                     .next = next,
                                     .prev = prev,
                                     .next_remote = c->peers[next].host_hash != h,
                                     .prev_remote = c->peers[prev].host_hash != h,
                                     .nch = nch,
                                     .slot_bytes = slot,
-                                    .dev_arena = c->p2p->peer[c->rank],
                                     .abort_word = (volatile uint32_t *)c->host_words };
     uint8_t *shadow[ZN_DEV_MAX_RANKS] = { 0 };
     ZN_CHECK(zn_gpunet_create(&cfg, &x->gnet, shadow));

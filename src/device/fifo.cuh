@@ -4,9 +4,11 @@
  * push(dst): wait until dst drained the slot we are about to reuse (its ack), copy the data
  * into dst's arena over NVLink, make it visible system-wide, then bump dst's ready counter.
  * consume(src): wait for src's ready counter, read the slot (bypassing L1), then release() it
- * by bumping src's ack counter. Thread 0 does the waiting; every wait is bounded by the
- * communicator's timeout and watches the host's abort flag, so a dead peer ends the kernel
- * with an error word instead of hanging the GPU.
+ * by bumping src's ack counter. A peer on another host has a net shadow for arena (dev_abi.h):
+ * pushes to it and releases of its slots go there, and the proxy puts what comes from it (its
+ * slots and ready counts, the count of our slots it took) into the same shadow (inbox()). Thread 0
+ * does the waiting; every wait is bounded by the communicator's timeout and watches the host's
+ * abort flag, so a dead peer ends the kernel with an error word instead of hanging the GPU.
  */
 #ifndef ZN_DEVICE_FIFO_CUH
 #define ZN_DEVICE_FIFO_CUH
@@ -74,10 +76,27 @@ __device__ __forceinline__ volatile uint64_t *ctrl(uint8_t *arena, size_t off, i
     return (volatile uint64_t *)(arena + off) + (size_t)peer * ZN_DEV_MAX_CH + ch;
 }
 
+__device__ __forceinline__ int net_peer(const Chan &s, int peer)
+{
+    return (s.c->net_mask >> peer) & 1;
+}
+
+/* Where the words and slots addressed to this rank about peer live: the own arena, or for a
+ * peer on another host its net shadow (abi/dev_abi.h), where the proxy lands the peer's slots
+ * and ready counts (row peer) and the count of slots it sent to the peer (ack, row peer). */
+__device__ __forceinline__ uint8_t *inbox(const Chan &s, int peer)
+{
+    return net_peer(s, peer) ? s.c->arena[peer] : s.c->arena[s.me];
+}
+
+__device__ __forceinline__ uint8_t *slot_in(const Chan &s, uint8_t *base, int src, uint64_t pos)
+{
+    return base + zn_dev_slot_off(src, s.ch, s.c->nch, (int)(pos % ZN_DEV_NBUF), s.c->slot_bytes);
+}
+
 __device__ __forceinline__ uint8_t *slot(const Chan &s, int owner, int src, uint64_t pos)
 {
-    return s.c->arena[owner] +
-           zn_dev_slot_off(src, s.ch, s.c->nch, (int)(pos % ZN_DEV_NBUF), s.c->slot_bytes);
+    return slot_in(s, s.c->arena[owner], src, pos);
 }
 
 /* Thread 0 only: spin until *p >= v. Returns 0 on timeout / abort (error word written). */
@@ -193,7 +212,7 @@ template <typename T> __device__ T *reserve(Chan &s, int dst)
     uint64_t pos = s.sent[dst];
     if (threadIdx.x == 0 && pos >= ZN_DEV_NBUF)
         s.fail =
-            !wait_geq(s, ctrl(s.c->arena[s.me], ZN_DEV_ACK_OFF, dst, s.ch), pos + 1 - ZN_DEV_NBUF);
+            !wait_geq(s, ctrl(inbox(s, dst), ZN_DEV_ACK_OFF, dst, s.ch), pos + 1 - ZN_DEV_NBUF);
     __syncthreads();
     if (s.fail) return nullptr;
     return (T *)slot(s, dst, s.me, pos);
@@ -238,17 +257,23 @@ __device__ int push(Chan &s, int dst, const T *src, uint64_t n, int premul = 0, 
     return 1;
 }
 
-/* Block-wide: wait for src's next slot; returns it (NULL if the wait failed). */
+/* Block-wide: wait for src's next slot; returns it (NULL if the wait failed). A slot from
+ * another host is read where the proxy landed it, in pinned host memory: the fence is then
+ * system-wide, as the flag was written by a CPU thread after the bytes. */
 template <typename T> __device__ const T *consume(Chan &s, int src)
 {
     uint64_t pos = s.recvd[src];
+    uint8_t *box = inbox(s, src);
     if (threadIdx.x == 0) {
-        s.fail = !wait_geq(s, ctrl(s.c->arena[s.me], ZN_DEV_READY_OFF, src, s.ch), pos + 1);
-        __threadfence(); /* acquire: the slot's bytes are read after the flag */
+        s.fail = !wait_geq(s, ctrl(box, ZN_DEV_READY_OFF, src, s.ch), pos + 1);
+        if (net_peer(s, src))
+            __threadfence_system();
+        else
+            __threadfence(); /* acquire: the slot's bytes are read after the flag */
     }
     __syncthreads();
     if (s.fail) return nullptr;
-    return (const T *)slot(s, s.me, src, pos);
+    return (const T *)slot_in(s, box, src, pos);
 }
 
 /* Block-wide: the slot of src read last is free again. */
@@ -269,7 +294,7 @@ static __device__ int can_push(Chan &s, int dst)
     uint64_t pos = s.sent[dst];
     if (threadIdx.x == 0)
         s.flag = pos < ZN_DEV_NBUF ||
-                 *ctrl(s.c->arena[s.me], ZN_DEV_ACK_OFF, dst, s.ch) >= pos + 1 - ZN_DEV_NBUF;
+                 *ctrl(inbox(s, dst), ZN_DEV_ACK_OFF, dst, s.ch) >= pos + 1 - ZN_DEV_NBUF;
     __syncthreads();
     int r = s.flag;
     __syncthreads();
@@ -279,7 +304,7 @@ static __device__ int can_push(Chan &s, int dst)
 static __device__ int can_consume(Chan &s, int src)
 {
     if (threadIdx.x == 0)
-        s.flag = *ctrl(s.c->arena[s.me], ZN_DEV_READY_OFF, src, s.ch) >= s.recvd[src] + 1;
+        s.flag = *ctrl(inbox(s, src), ZN_DEV_READY_OFF, src, s.ch) >= s.recvd[src] + 1;
     __syncthreads();
     int r = s.flag;
     __syncthreads();

@@ -213,7 +213,7 @@ static ncclResult_t a_get_device_mr(void *comm, void *mhandle, void **dptr)
 
 static ncclResult_t a_irecv_consumed(void *comm, int n, void *request)
 {
-    if (pver < 7 || !P(7)->irecvConsumed) return missing("irecvConsumed");
+    if (pver < 7 || !P(7)->irecvConsumed) return ncclSuccess; /* nothing to release there */
     return P(7)->irecvConsumed(comm, n, request);
 }
 

@@ -530,10 +530,12 @@ static ncclResult_t nsock_get_device_mr(void *comm, void *mhandle, void **dptr)
                     "socket net: no device offload (getDeviceMr is not supported)");
 }
 
+/* NCCL calls this for every completed receive whenever the table has it (it does not check for
+ * device offload first): the receive released everything when test() said done, so nothing is
+ * left to release. The request is not looked at: it may already be gone. */
 static ncclResult_t nsock_irecv_consumed(void *comm, int n, void *request)
 {
-    return zn_error(ncclInvalidUsage, ZN_NET,
-                    "socket net: no device offload (irecvConsumed is not supported)");
+    return ncclSuccess;
 }
 
 /* A virtual device of one physical device is that device (a caller may ask for one per NIC);

@@ -49,28 +49,12 @@ struct zn_gpunet {
     uint8_t *sh_next, *sh_prev;
     uint8_t *sh_next_dev, *sh_prev_dev;
     size_t sh_bytes;
-    /* Pinned sources of the counter copies: ack[ch], then ready[ch][buf]. A ready word is
-     * rewritten only for the slot NBUF later, which the kernel drains only after the copy of
-     * this one ran (stream order), so every copy reads the value written for it. */
-    uint64_t *mirror;
-    void *mirror_dev;
-    void *stream;
     struct zn_proxy_client client;
     atomic_int failed;
     char failure[320];
     char who_next[128], who_prev[128];
     int64_t last_ns;
 };
-
-static uint64_t *ack_mirror(struct zn_gpunet *g, int ch)
-{
-    return &g->mirror[ch];
-}
-
-static uint64_t *ready_mirror(struct zn_gpunet *g, int ch, int buf)
-{
-    return &g->mirror[ZN_GPUNET_MAX_CH + ch * ZN_DEV_NBUF + buf];
-}
 
 static volatile uint64_t *word(uint8_t *base, size_t off, int peer, int ch)
 {
@@ -161,16 +145,13 @@ static int send_step(struct zn_gpunet *g, int ch)
         __atomic_store_n(&d->done, d->done + 1, __ATOMIC_RELEASE); /* zn_gpunet_destroy reads it */
     }
     if (d->done == done0) return moved;
-    *ack_mirror(g, ch) = d->done;
-    if (zn_cuda_memcpy_async(g->cfg.dev_arena + zn_dev_ctrl_off(ZN_DEV_ACK_OFF, g->cfg.next, ch),
-                             ack_mirror(g, ch), 8, g->stream) != ncclSuccess)
-        return fail(g, "GPU net proxy: rank %d: cudaMemcpyAsync of a send count failed: %s",
-                    g->rank, zn_cuda_last_error_string());
+    /* The kernel's reserve() reads it there (fifo.cuh, inbox()). */
+    __atomic_store_n(word(g->sh_next, ZN_DEV_ACK_OFF, g->cfg.next, ch), d->done, __ATOMIC_RELEASE);
     return 1;
 }
 
-/* Receiving side of channel ch: a receive on each drained bounce buffer; what arrived goes to
- * the arena, then its count. */
+/* Receiving side of channel ch: a receive into each slot of the shadow the kernel drained; when
+ * one completes, its count (the kernel's consume() reads slot and count in the shadow). */
 static int recv_step(struct zn_gpunet *g, int ch)
 {
     struct gn_dir *d = &g->rcv[ch];
@@ -200,14 +181,9 @@ static int recv_step(struct zn_gpunet *g, int ch)
                         "GPU net proxy: rank %d: %s sent %d bytes on channel %d, more than a "
                         "slot (%zu)",
                         g->rank, g->who_prev, size, ch, g->cfg.slot_bytes);
-        *ready_mirror(g, ch, b) = d->done + 1;
-        if ((size > 0 && zn_cuda_memcpy_async(slot_at(g, g->cfg.dev_arena, prev, ch, b),
-                                              slot_at(g, g->sh_prev, prev, ch, b), (size_t)size,
-                                              g->stream) != ncclSuccess) ||
-            zn_cuda_memcpy_async(g->cfg.dev_arena + zn_dev_ctrl_off(ZN_DEV_READY_OFF, prev, ch),
-                                 ready_mirror(g, ch, b), 8, g->stream) != ncclSuccess)
-            return fail(g, "GPU net proxy: rank %d: cudaMemcpyAsync into the arena failed: %s",
-                        g->rank, zn_cuda_last_error_string());
+        /* Release: the bytes the net wrote before the count (the kernel fences system-wide). */
+        __atomic_store_n(word(g->sh_prev, ZN_DEV_READY_OFF, prev, ch), d->done + 1,
+                         __ATOMIC_RELEASE);
         d->done++;
         moved = 1;
     }
@@ -218,8 +194,6 @@ static int gn_progress(void *arg)
 {
     struct zn_gpunet *g = arg;
     if (atomic_load(&g->failed)) return 0;
-    if (zn_cuda_set_device(g->cfg.cuda_dev) != ncclSuccess)
-        return fail(g, "GPU net proxy: rank %d: cannot select GPU %d", g->rank, g->cfg.cuda_dev);
     int moved = 0;
     for (int ch = 0; ch < g->cfg.nch && !atomic_load(&g->failed); ch++) {
         if (g->cfg.next_remote) moved |= send_step(g, ch);
@@ -359,9 +333,6 @@ static ncclResult_t alloc_shadows(struct zn_gpunet *g, uint8_t *shadow_dev[])
         g->sh_prev_dev = d;
         shadow_dev[g->cfg.prev] = d;
     }
-    size_t mbytes = (size_t)ZN_GPUNET_MAX_CH * (1 + ZN_DEV_NBUF) * sizeof(uint64_t);
-    ZN_CHECK(zn_cuda_host_alloc((void **)&g->mirror, &g->mirror_dev, mbytes));
-    ZN_CHECK(zn_cuda_stream_create(&g->stream));
     const ncclNet_t *net = g->net->ops;
     for (int ch = 0; ch < g->cfg.nch; ch++) {
         if (g->cfg.next_remote)
@@ -470,10 +441,6 @@ void zn_gpunet_destroy(struct zn_gpunet *g)
         drain(g);
         zn_proxy_client_remove(&g->client);
     }
-    if (g->stream) {
-        zn_cuda_stream_sync(g->stream);
-        zn_cuda_stream_destroy(g->stream);
-    }
     const ncclNet_t *net = g->net ? g->net->ops : NULL;
     for (int ch = 0; net && ch < ZN_GPUNET_MAX_CH; ch++) {
         if (g->snd[ch].mh) net->deregMr(g->snd[ch].comm, g->snd[ch].mh);
@@ -485,6 +452,5 @@ void zn_gpunet_destroy(struct zn_gpunet *g)
     if (net && g->nctx) net->finalize(g->nctx);
     if (g->sh_prev && g->sh_prev != g->sh_next) zn_cuda_host_free(g->sh_prev);
     if (g->sh_next) zn_cuda_host_free(g->sh_next);
-    if (g->mirror) zn_cuda_host_free(g->mirror);
     free(g);
 }

@@ -2,20 +2,22 @@
  * The proxy's GPU net engine: ring hops between hosts for the GPU kernels of a cuda
  * communicator, carried over a net of src/net by the proxy's progress thread (netops.h).
  *
- * The kernels do not change. A ring neighbour on another host gets a net shadow as its
- * arena[] (abi/dev_abi.h): pinned host memory that the kernel writes as if it were the peer's
- * arena. Per channel there is one net connection each way, and the engine moves slots in
- * FIFO order:
+ * A ring neighbour on another host gets a net shadow as its arena[] (abi/dev_abi.h): pinned,
+ * device-mapped host memory that the kernel writes as if it were the peer's arena, and where
+ * it finds what comes from that peer (fifo.cuh, inbox()). Per channel there is one net
+ * connection each way, and the engine moves slots in FIFO order; it makes no CUDA call, so a
+ * slot costs no copy-engine work and no GPU time besides the kernel's own loads and stores
+ * (NCCL's net transport without GPUDirect works the same way):
  *
  *   sending (next is remote): kernel fills slot k of shadow(next), raises ready[me][ch]
  *     -> engine isends the slot (its byte count from ZN_DEV_NETSIZE_OFF) -> when the send
- *     completes, copies the count of sent slots into ack[next][ch] of the own device arena,
- *     where the kernel's reserve() waits for it.
- *   receiving (prev is remote): engine irecvs into row prev of shadow(prev) (a bounce buffer)
- *     once the kernel drained that buffer (ack[me][ch] in shadow(prev), written by release())
- *     -> when the receive completes, copies the bytes into the own arena's slot and then the
- *     new count into ready[prev][ch], both on one stream, so the kernel sees the data before
- *     the count.
+ *     completes, stores the count of sent slots into ack[next][ch] of shadow(next), where the
+ *     kernel's reserve() waits for it.
+ *   receiving (prev is remote): engine irecvs into slot k of row prev of shadow(prev) once
+ *     the kernel drained it (ack[me][ch] in shadow(prev), written by release()) -> when the
+ *     receive completes, stores the new count into ready[prev][ch] of shadow(prev) (a release
+ *     store after the bytes); the kernel's consume() waits for it, fences system-wide and
+ *     reads the slot from host memory.
  *
  * Counters never reset, so graph replays and later launches continue where the last one
  * stopped, as on the NVLink path. The engine never blocks: a failed net call records the
@@ -37,12 +39,10 @@ struct zn_gpunet;
 
 struct zn_gpunet_config {
     const struct zn_tctx *ctx; /* rank, peers, bootstrap (collective setup) */
-    int cuda_dev;
-    int next, prev; /* ring neighbours */
+    int next, prev;            /* ring neighbours */
     int next_remote, prev_remote;
     int nch; /* channels of the arena layout (every rank the same) */
     size_t slot_bytes;
-    uint8_t *dev_arena;            /* this rank's arena, device pointer */
     volatile uint32_t *abort_word; /* host view of the kernels' abort word */
 };
 
