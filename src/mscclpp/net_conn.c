@@ -239,8 +239,8 @@ static ncclResult_t register_bufs(struct mscclppComm *c, int i)
     if (!n->rma_ops) return ncclSuccess;
     ZN_CHECK(o->regMr(n->recv, &n->sig, sizeof(n->sig), NCCL_PTR_HOST, &n->mh_sig));
     ZN_CHECK(o->regMr(n->send, &n->my_keys, sizeof(n->my_keys), NCCL_PTR_HOST, &n->mh_keys_send));
-    ZN_CHECK(o->regMr(n->recv, &n->peer_keys, sizeof(n->peer_keys), NCCL_PTR_HOST,
-                      &n->mh_keys_recv));
+    ZN_CHECK(
+        o->regMr(n->recv, &n->peer_keys, sizeof(n->peer_keys), NCCL_PTR_HOST, &n->mh_keys_recv));
     return ncclSuccess;
 }
 
@@ -262,7 +262,8 @@ static ncclResult_t keys_apply(struct zn_msc_conn *h)
 {
     struct net_conn *n = h->net;
     const struct rma_keys *k = &n->peer_keys;
-    const char *why = n->gpu ? "this side's buffer is GPU memory" : "the peer's buffer is GPU memory";
+    const char *why =
+        n->gpu ? "this side's buffer is GPU memory" : "the peer's buffer is GPU memory";
     if (k->magic != KEYS_MAGIC || k->version != KEYS_VERSION)
         return zn_error(ncclRemoteError, ZN_NET,
                         "mscclppConnectionSetup: rank %d tag %d sent a bad key record (magic "
@@ -352,8 +353,7 @@ ncclResult_t zn_msc_net_establish(struct mscclppComm *c)
     for (;;) {
         int pending = 0;
         for (int i = c->nsetup; i < c->nconns; i++)
-            if (c->host[i].transport == mscclppTransportIB)
-                ZN_CHECK(establish_one(c, i, &pending));
+            if (c->host[i].transport == mscclppTransportIB) ZN_CHECK(establish_one(c, i, &pending));
         if (!pending) return ncclSuccess;
         if (zn_now_ns() > deadline)
             return zn_error(ncclSystemError, ZN_NET,

@@ -33,9 +33,8 @@ static ncclResult_t rma_key(void *comm, void *mhandle, void *data, size_t size,
     struct zn_ib_mr *m = mhandle;
     uintptr_t a = (uintptr_t)data;
     if (!m || (m->end && (a < m->start || a > m->end || size > m->end - a)))
-        return zn_error(ncclInvalidArgument, ZN_NET,
-                        "NET/IB: key of %zu bytes at %p: %s", size, data,
-                        m ? "outside the registration it names" : "no registration");
+        return zn_error(ncclInvalidArgument, ZN_NET, "NET/IB: key of %zu bytes at %p: %s", size,
+                        data, m ? "outside the registration it names" : "no registration");
     (void)c;
     memset(out, 0, sizeof(*out));
     out->addr = a;
