@@ -458,9 +458,9 @@ static void onesided(mscclppComm_t comm)
     exit(failures ? 1 : 0);
 }
 
-/* Rank 1, on another "host" (the peer watch cannot see it), exits after setup; rank 0's puts
- * (RDMA writes) then fail, at the latest at the flush after them, with ncclRemoteError
- * naming rank 1, and the error stays with the connection. */
+/* Rank 1, on another "host" (the peer watch cannot see it), exits once it saw rank 0's first
+ * signal; rank 0's puts (RDMA writes) then fail, at the latest at the flush after them, with
+ * ncclRemoteError naming rank 1, and the error stays with the connection. */
 static void deadwrite(mscclppComm_t comm)
 {
     uint8_t *buf = calloc(1, 1 << 16);
@@ -469,10 +469,12 @@ static void deadwrite(mscclppComm_t comm)
     setup(comm);
     mscclppDevConn_t *c;
     MSCCLPPCHECK(mscclppGetDeviceConnection(comm, rank ^ 1, 0, &c));
-    MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
-    if (rank == 1) _exit(0);
+    if (rank == 1) { /* past setup on both sides once rank 0's first signal is here */
+        MSCCLPPCHECK(zincConnWait(c));
+        _exit(0);
+    }
     capture_start();
-    int r = 0;
+    int r = zincConnSignal(c);
     time_t end = time(NULL) + 60;
     while (r == 0 && time(NULL) < end) {
         r = zincConnPutWithSignal(c, 0, 0, 1 << 16);
