@@ -47,11 +47,14 @@ ncclResult_t zincCommIsHost(const ncclComm_t comm, int *isHost);
  * One thread at a time per connection and direction, as with MSCCL++'s device methods.
  *
  * mscclppTransportIB connections (between hosts, over zinc's IB or socket net) take the same
- * functions on any host buffer: a put is queued and sent by the net (leave its source range
- * unchanged until zincConnFlush returns), the peer lands it after checking the range against
- * its own buffer, and a signal reaches the peer after every put before it. zincConnWait and
- * zincConnFlush move every IB connection of the communicator on while they wait, as does the
- * thread of mscclppProxyLaunch.
+ * functions on any host buffer: a put is queued and moved by the net (leave its source range
+ * unchanged until zincConnFlush returns), and a signal reaches the peer after every put before
+ * it. On the IB net with host buffers on both sides, puts and signals are RDMA writes straight
+ * into the peer's buffer and signal word (the peer's side takes no part); otherwise the peer
+ * lands each put after checking the range against its own buffer. zincConnFlush waits until
+ * every put and signal of the connection completed; a failed one (a dead peer) is reported by
+ * it and by the next call. zincConnWait and zincConnFlush move every IB connection of the
+ * communicator on while they wait, as does the thread of mscclppProxyLaunch.
  */
 struct mscclppComm;
 struct mscclppDevConn;

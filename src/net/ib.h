@@ -171,7 +171,24 @@ struct zn_ib_fifo_slot {
     uint64_t pad[7];
 };
 
-enum zn_ib_req_type { ZN_IB_REQ_FREE = 0, ZN_IB_REQ_SEND, ZN_IB_REQ_RECV, ZN_IB_REQ_FLUSH };
+enum zn_ib_req_type {
+    ZN_IB_REQ_FREE = 0,
+    ZN_IB_REQ_SEND,
+    ZN_IB_REQ_RECV,
+    ZN_IB_REQ_FLUSH,
+    ZN_IB_REQ_RMA, /* a one-sided write (ib_rma.c) */
+};
+
+/* Work request ids: what completed in the high 32 bits, the FIFO slot or request index low. */
+enum {
+    ZN_IB_WR_RECV = 0,
+    ZN_IB_WR_SEND_GROUP = 1,
+    ZN_IB_WR_FIFO = 2,
+    ZN_IB_WR_FLUSH = 3,
+    ZN_IB_WR_DATA = 4,
+    ZN_IB_WR_RMA = 5,
+};
+#define ZN_IB_WRID(kind, low) (((uint64_t)(kind) << 32) | (uint32_t)(low))
 
 struct zn_ib_comm;
 struct ib_pending;
@@ -250,6 +267,15 @@ int zn_net_ib_qps_per_conn(void);
 
 /* Live comms and the async event thread (ib_data.c). */
 void zn_net_ib_comm_live(struct zn_ib_comm *c, int live);
+
+/* The data path's pieces that ib_rma.c shares (ib_data.c). A free request of c, or NULL when
+ * all are in flight; ibv_post_send with the error logged; the comm's sticky failure (a failed
+ * completion, an async event, the port down); whether the peer's end of the handshake socket
+ * has closed (its process exited or it closed the comm), looked at most every 10 ms. */
+struct zn_ib_req *zn_net_ib_req_alloc(struct zn_ib_comm *c, enum zn_ib_req_type type);
+ncclResult_t zn_net_ib_post(struct zn_ib_comm *c, struct ibv_qp *qp, struct ibv_send_wr *wr);
+ncclResult_t zn_net_ib_comm_check(struct zn_ib_comm *c);
+int zn_net_ib_hung_up(struct zn_ib_comm *c);
 
 /* The net (ib_data.c): NCCL 2.28's newest table. */
 extern const ncclNet_t zn_net_ib;

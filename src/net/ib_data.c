@@ -2,10 +2,11 @@
  * IB net: memory registration (with a cache), the data path (isend / irecv / iflush / test),
  * asynchronous events, and the ncclNet_v11_t table.
  *
- * Work request ids name what completed: the kind in the high 32 bits, the FIFO slot (or the
- * request index, for flushes) in the low bits. Only three kinds of send work requests are
- * signaled: the write with immediate that ends a send group, the FIFO index write of a
- * receive, and the read of a flush.
+ * Work request ids name what completed (ib.h, ZN_IB_WRID): the kind in the high 32 bits, the
+ * FIFO slot (or the request index, for flushes and one-sided writes) in the low bits. Only four
+ * kinds of send work requests are signaled: the write with immediate that ends a send group,
+ * the FIFO index write of a receive, the read of a flush, and the last write of a one-sided
+ * write (ib_rma.c).
  */
 #include "net/ib.h"
 #include "util/clock.h"
@@ -21,9 +22,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-enum { WR_RECV = 0, WR_SEND_GROUP = 1, WR_FIFO = 2, WR_FLUSH = 3, WR_DATA = 4 };
-#define WRID(kind, low) (((uint64_t)(kind) << 32) | (uint32_t)(low))
 
 /* ---------------------------------------------------------------------------------------
  * Live communicators and asynchronous events
@@ -213,7 +211,7 @@ static ncclResult_t ib_dereg_mr(void *comm, void *mhandle)
 /* ---------------------------------------------------------------------------------------
  * Requests and posting
  * ------------------------------------------------------------------------------------- */
-static struct zn_ib_req *req_alloc(struct zn_ib_comm *c, enum zn_ib_req_type type)
+struct zn_ib_req *zn_net_ib_req_alloc(struct zn_ib_comm *c, enum zn_ib_req_type type)
 {
     for (size_t i = 0; i < sizeof(c->reqs) / sizeof(c->reqs[0]); i++)
         if (c->reqs[i].type == ZN_IB_REQ_FREE) {
@@ -225,7 +223,7 @@ static struct zn_ib_req *req_alloc(struct zn_ib_comm *c, enum zn_ib_req_type typ
     return NULL;
 }
 
-static ncclResult_t post(struct zn_ib_comm *c, struct ibv_qp *qp, struct ibv_send_wr *wr)
+ncclResult_t zn_net_ib_post(struct zn_ib_comm *c, struct ibv_qp *qp, struct ibv_send_wr *wr)
 {
     struct ibv_send_wr *bad;
     int rc = ibv_post_send(qp, wr, &bad);
@@ -252,7 +250,7 @@ static ncclResult_t post_send_group(struct zn_ib_comm *c, int slot, int n)
         if (r->sizes[0] == 0 || r->err) continue;
         sge[k] = (struct ibv_sge){ (uintptr_t)r->data, (uint32_t)r->sizes[0], r->lkey };
         wr[k].opcode = IBV_WR_RDMA_WRITE;
-        wr[k].wr_id = WRID(WR_DATA, slot);
+        wr[k].wr_id = ZN_IB_WRID(ZN_IB_WR_DATA, slot);
         wr[k].wr.rdma.remote_addr = s->e[j].addr;
         wr[k].wr.rdma.rkey = s->e[j].rkey;
         k++;
@@ -262,7 +260,7 @@ static ncclResult_t post_send_group(struct zn_ib_comm *c, int slot, int n)
     wr[k].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr[k].imm_data = htonl((uint32_t)c->seq);
     wr[k].send_flags = IBV_SEND_SIGNALED;
-    wr[k].wr_id = WRID(WR_SEND_GROUP, slot);
+    wr[k].wr_id = ZN_IB_WRID(ZN_IB_WR_SEND_GROUP, slot);
     wr[k].wr.rdma.remote_addr = c->peer_addr + (uint64_t)slot * sizeof(c->sh->sizes[0]);
     wr[k].wr.rdma.rkey = c->peer_rkey;
     for (int i = 0; i <= k; i++) {
@@ -270,10 +268,10 @@ static ncclResult_t post_send_group(struct zn_ib_comm *c, int slot, int n)
         wr[i].num_sge = 1;
         wr[i].next = i < k ? &wr[i + 1] : NULL;
     }
-    return post(c, qp, wr);
+    return zn_net_ib_post(c, qp, wr);
 }
 
-static ncclResult_t comm_check(struct zn_ib_comm *c)
+ncclResult_t zn_net_ib_comm_check(struct zn_ib_comm *c)
 {
     if (c->failed) return c->failed;
     int ev = atomic_load(&c->async_failed);
@@ -354,9 +352,9 @@ static ncclResult_t ib_isend(void *send_comm, void *data, size_t size, int tag, 
 {
     struct zn_ib_comm *c = send_comm;
     *request = NULL;
-    ZN_CHECK(comm_check(c));
+    ZN_CHECK(zn_net_ib_comm_check(c));
     if (c->sendq_n == ZN_IB_SENDQ) return send_progress(c); /* full: try again */
-    struct zn_ib_req *r = req_alloc(c, ZN_IB_REQ_SEND);
+    struct zn_ib_req *r = zn_net_ib_req_alloc(c, ZN_IB_REQ_SEND);
     if (!r) return send_progress(c);
     struct ibv_mr *mr;
     ncclResult_t res = req_lkey(c, r, 0, data, size, mhandle, &mr);
@@ -389,21 +387,21 @@ static ncclResult_t post_fifo(struct zn_ib_comm *c, uint64_t seq)
     };
     struct ibv_send_wr wr[2];
     memset(wr, 0, sizeof(wr));
-    wr[0] = (struct ibv_send_wr){ .wr_id = WRID(WR_FIFO, slot),
+    wr[0] = (struct ibv_send_wr){ .wr_id = ZN_IB_WRID(ZN_IB_WR_FIFO, slot),
                                   .sg_list = &sge[0],
                                   .num_sge = 1,
                                   .opcode = IBV_WR_RDMA_WRITE,
                                   .next = &wr[1] };
     wr[0].wr.rdma.remote_addr = remote;
     wr[0].wr.rdma.rkey = c->peer_rkey;
-    wr[1] = (struct ibv_send_wr){ .wr_id = WRID(WR_FIFO, slot),
+    wr[1] = (struct ibv_send_wr){ .wr_id = ZN_IB_WRID(ZN_IB_WR_FIFO, slot),
                                   .sg_list = &sge[1],
                                   .num_sge = 1,
                                   .opcode = IBV_WR_RDMA_WRITE,
                                   .send_flags = IBV_SEND_SIGNALED };
     wr[1].wr.rdma.remote_addr = remote + offsetof(struct zn_ib_fifo_slot, idx);
     wr[1].wr.rdma.rkey = c->peer_rkey;
-    return post(c, c->qps[seq % (uint64_t)c->nqps], wr);
+    return zn_net_ib_post(c, c->qps[seq % (uint64_t)c->nqps], wr);
 }
 
 static ncclResult_t peer_closed(struct zn_ib_comm *c)
@@ -432,13 +430,13 @@ static ncclResult_t ib_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 {
     struct zn_ib_comm *c = recv_comm;
     *request = NULL;
-    ZN_CHECK(comm_check(c));
+    ZN_CHECK(zn_net_ib_comm_check(c));
     if (n < 1 || n > ZN_IB_MAX_RECVS)
         return zn_error(ncclInvalidArgument, ZN_NET, "NET/IB: irecv of %d buffers (1-%d allowed)",
                         n, ZN_IB_MAX_RECVS);
     int slot = (int)(c->seq % ZN_IB_MAX_REQS);
     if (c->recv_reqs[slot]) return ncclSuccess; /* all slots in flight */
-    struct zn_ib_req *r = req_alloc(c, ZN_IB_REQ_RECV);
+    struct zn_ib_req *r = zn_net_ib_req_alloc(c, ZN_IB_REQ_RECV);
     if (!r) return ncclSuccess;
     r->n = n;
     r->idx = c->seq;
@@ -473,25 +471,25 @@ static ncclResult_t ib_iflush(void *recv_comm, int n, void **data, int *sizes, v
 {
     struct zn_ib_comm *c = recv_comm;
     *request = NULL;
-    ZN_CHECK(comm_check(c));
+    ZN_CHECK(zn_net_ib_comm_check(c));
     int last = -1;
     for (int i = 0; i < n; i++)
         if (mhandles[i] && ((struct zn_ib_mr *)mhandles[i])->type == NCCL_PTR_CUDA && sizes[i] > 0)
             last = i;
     if (last < 0) return ncclSuccess;
-    struct zn_ib_req *r = req_alloc(c, ZN_IB_REQ_FLUSH);
+    struct zn_ib_req *r = zn_net_ib_req_alloc(c, ZN_IB_REQ_FLUSH);
     if (!r)
         return zn_error(ncclInternalError, ZN_NET, "NET/IB: no request left for a flush (%s)",
                         c->peer);
     struct ibv_sge sge = { (uintptr_t)&c->sh->flush_dst, 1, c->sh_mr->lkey };
-    struct ibv_send_wr wr = { .wr_id = WRID(WR_FLUSH, r - c->reqs),
+    struct ibv_send_wr wr = { .wr_id = ZN_IB_WRID(ZN_IB_WR_FLUSH, r - c->reqs),
                               .sg_list = &sge,
                               .num_sge = 1,
                               .opcode = IBV_WR_RDMA_READ,
                               .send_flags = IBV_SEND_SIGNALED };
     wr.wr.rdma.remote_addr = (uintptr_t)data[last];
     wr.wr.rdma.rkey = ((struct zn_ib_mr *)mhandles[last])->mr->rkey;
-    ncclResult_t res = post(c, c->flush_qp, &wr);
+    ncclResult_t res = zn_net_ib_post(c, c->flush_qp, &wr);
     if (res != ncclSuccess) {
         req_free(r);
         return res;
@@ -505,14 +503,14 @@ static ncclResult_t ib_iflush(void *recv_comm, int n, void **data, int *sizes, v
  * ------------------------------------------------------------------------------------- */
 static ncclResult_t wc_error(struct zn_ib_comm *c, const struct ibv_wc *wc)
 {
-    static const char *const kinds[] = { "receive", "size write", "FIFO write", "flush read",
-                                         "data write" };
+    static const char *const kinds[] = { "receive",    "size write", "FIFO write",
+                                         "flush read", "data write", "one-sided RDMA write" };
     uint32_t kind = (uint32_t)(wc->wr_id >> 32);
     return c->failed = zn_error(
                ncclRemoteError, ZN_NET,
                "NET/IB: %s:%d: %s completion error on QP %#x with %s: %s (status %d, vendor "
                "error %#x)",
-               c->dev->name, c->dev->port, kind < 5 ? kinds[kind] : "unknown", wc->qp_num, c->peer,
+               c->dev->name, c->dev->port, kind < 6 ? kinds[kind] : "unknown", wc->qp_num, c->peer,
                zn_ibv.wc_status_str(wc->status), (int)wc->status, wc->vendor_err);
 }
 
@@ -565,12 +563,13 @@ static ncclResult_t poll_cq(struct zn_ib_comm *c)
             continue;
         }
         uint32_t kind = (uint32_t)(wc->wr_id >> 32), low = (uint32_t)wc->wr_id;
-        if (kind == WR_SEND_GROUP && low < ZN_IB_MAX_REQS) {
+        if (kind == ZN_IB_WR_SEND_GROUP && low < ZN_IB_MAX_REQS) {
             for (int j = 0; j < ZN_IB_MAX_RECVS; j++) {
                 if (c->slot_reqs[low][j]) c->slot_reqs[low][j]->done = 1;
                 c->slot_reqs[low][j] = NULL;
             }
-        } else if (kind == WR_FLUSH && low < sizeof(c->reqs) / sizeof(c->reqs[0])) {
+        } else if ((kind == ZN_IB_WR_FLUSH || kind == ZN_IB_WR_RMA) &&
+                   low < sizeof(c->reqs) / sizeof(c->reqs[0])) {
             c->reqs[low].done = 1;
         }
     }
@@ -580,16 +579,20 @@ static ncclResult_t poll_cq(struct zn_ib_comm *c)
 /* A peer process that died leaves its queue pairs silent: a receive would wait forever, and a
  * send only fails after the retry timeout. The handshake socket closes with the process, so a
  * hangup there (checked at most every 10 ms) fails the connection sooner. */
-static ncclResult_t check_hangup(struct zn_ib_comm *c, const struct zn_ib_req *r)
+int zn_net_ib_hung_up(struct zn_ib_comm *c)
 {
     int64_t now = zn_now_ns();
-    if (c->fd < 0 || now < c->next_hup_check) return ncclSuccess;
+    if (c->fd < 0 || now < c->next_hup_check) return 0;
     c->next_hup_check = now + 10000000;
     struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
-    if (poll(&p, 1, 0) <= 0) return ncclSuccess;
+    if (poll(&p, 1, 0) <= 0) return 0;
     char b;
-    if (!(p.revents & (POLLRDHUP | POLLHUP | POLLERR)) && recv(c->fd, &b, 1, MSG_PEEK) != 0)
-        return ncclSuccess;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) || recv(c->fd, &b, 1, MSG_PEEK) == 0;
+}
+
+static ncclResult_t check_hangup(struct zn_ib_comm *c, const struct zn_ib_req *r)
+{
+    if (!zn_net_ib_hung_up(c)) return ncclSuccess;
     ZN_CHECK(poll_cq(c)); /* what completed before the peer left still counts */
     if (r->done) return ncclSuccess;
     return peer_closed(c);
@@ -600,7 +603,7 @@ static ncclResult_t ib_test(void *request, int *done, int *sizes)
     struct zn_ib_req *r = request;
     struct zn_ib_comm *c = r->comm;
     *done = 0;
-    ZN_CHECK(comm_check(c));
+    ZN_CHECK(zn_net_ib_comm_check(c));
     ZN_CHECK(c->is_send ? send_progress(c) : recv_progress(c));
     if (!r->done) ZN_CHECK(poll_cq(c));
     if (!r->done) ZN_CHECK(check_hangup(c, r));

@@ -72,6 +72,42 @@ extern const ncclNet_t zn_net_ib; /* src/net/ib*.c, built with rdma-core's heade
  * ZINC_IB_HCA, ZINC_IB_DISABLE); NULL when it has one. Scans the devices on first call. */
 const char *zn_net_ib_why(void);
 
+/* ---------------------------------------------------------------------------------------
+ * One-sided extension (zinc-internal). Beside the ncclNet_t ops, a net may let a sender write
+ * straight into memory its peer registered, with no receive posted on the other side: the
+ * peer describes a registration as a key (address, size, rkey) and sends it over (in band or
+ * out of band), and the sender's writes go into that range only. This is not part of the
+ * ncclNet_t ABI and libnccl-net-zinc.so does not export it; only zinc's own IB net has it
+ * (src/net/ib_rma.c). Every call is made by the thread that drives the comm (user or proxy),
+ * under the caller's lock, and none blocks.
+ * ------------------------------------------------------------------------------------- */
+struct zn_net_rkey {
+    uint64_t addr; /* where the registered range starts, in the owner's address space */
+    uint64_t size; /* bytes a peer may write from addr */
+    uint32_t rkey;
+    uint32_t pad;
+};
+
+struct zn_net_rma_ops {
+    /* The key of [data, +size) of a registration (regMr on this comm; a recv comm's, for the
+     * peer to write into). Fails if the range lies outside the registration. */
+    ncclResult_t (*key)(void *comm, void *mhandle, void *data, size_t size,
+                        struct zn_net_rkey *out);
+    /* Write [src, +size) of a registration of this send comm into the peer's key at dst_off.
+     * A range outside the key's size is refused (ncclInvalidArgument), nothing posted. The
+     * request completes through the net's test(); *request NULL means try again. Writes of one
+     * send comm go out on one queue pair and land in the order they were posted. */
+    ncclResult_t (*write)(void *send_comm, void *mhandle, void *src, size_t size,
+                          const struct zn_net_rkey *dst, uint64_t dst_off, void **request);
+    /* The comm's sticky failure, if any; *closed set once the peer closed its end (it exited
+     * or closed its comm). For a side that posts nothing and only watches memory. */
+    ncclResult_t (*check)(void *comm, int *closed);
+};
+
+/* The one-sided extension of a net of the registry, or NULL when it has none. */
+const struct zn_net_rma_ops *zn_net_rma(const struct zn_net *net);
+extern const struct zn_net_rma_ops zn_net_ib_rma; /* src/net/ib_rma.c */
+
 /* Plugin loading (plugin.c): dlopen NCCL_NET_PLUGIN (or libnccl-net.so), find the newest
  * ncclNetPlugin_vN, and return its table adapted to v11. 0 nets when there is no plugin. */
 int zn_net_plugin_load(const ncclNet_t **tables, int *versions, int max);

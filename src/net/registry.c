@@ -142,6 +142,15 @@ const char *zn_net_why(const char *name)
     return NULL;
 }
 
+const struct zn_net_rma_ops *zn_net_rma(const struct zn_net *net)
+{
+#if defined(ZINC_HAVE_IBVERBS) && ZINC_HAVE_IBVERBS
+    if (net && net->ops == &zn_net_ib) return &zn_net_ib_rma;
+#endif
+    (void)net;
+    return NULL;
+}
+
 const struct zn_net *zn_net_find(const char *name)
 {
     for (int i = 0; i < zn_net_count(); i++)

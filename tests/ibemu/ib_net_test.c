@@ -13,6 +13,12 @@
  *   peerdeath  the receiving process dies: the send fails (retries exceeded, or the hangup)
  *   senderdeath  the sending process dies: a waiting receive fails instead of hanging
  *   portdown, qpfatal  an async event (port down, QP fatal) fails the connection it touches
+ *   rma        the one-sided extension (net.h, zn_net_ib_rma): the receiver hands out keys of
+ *              its registrations and then only watches memory; the sender's writes land (1 MB
+ *              and many small ones), a flag written after data is seen only after it (two QPs
+ *              per connection), and writes outside the keyed range are refused
+ *   rmadead    a one-sided write to a process that died fails (retries exceeded, or the
+ *              hangup) naming the peer; check() sees the peer gone
  */
 #include "net/ib.h"
 #include "net/net.h"
@@ -476,6 +482,186 @@ static void test_async(void)
     net->finalize(ctx);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * rma, rmadead: the one-sided extension
+ * ------------------------------------------------------------------------------------- */
+static const struct zn_net_rma_ops *rma = &zn_net_ib_rma;
+
+enum { RMA_GUARD = 4096, RMA_SMALL = 20, RMA_PIECE = 4097 };
+/* The sender's buffer: the data of both rounds, then (aligned) the flag values. */
+enum { RMA_LEN = ((BIG + RMA_SMALL * RMA_PIECE + 63) & ~63) + 64 };
+
+/* The receiver's memory: a guard page, the keyed range (BIG bytes), a guard page; and the
+ * flag the sender raises after each round. */
+struct rma_mem {
+    uint8_t bytes[RMA_GUARD + BIG + RMA_GUARD];
+    uint64_t flag;
+};
+
+/* Register, hand the sender the keys of the range and the flag over fd, return the comm. */
+static void *rma_receiver(void *ctx, int fd, struct rma_mem *m, void **mh)
+{
+    void *rc = receiver_setup(ctx, fd);
+    struct zn_net_rkey keys[2];
+    CHECK(net->regMr(rc, m, sizeof(*m), NCCL_PTR_HOST, mh) == ncclSuccess);
+    CHECK(rma->key(rc, *mh, m->bytes + RMA_GUARD, BIG, &keys[0]) == ncclSuccess);
+    CHECK(rma->key(rc, *mh, &m->flag, sizeof(m->flag), &keys[1]) == ncclSuccess);
+    CHECK(keys[0].size == BIG && keys[0].addr == (uintptr_t)(m->bytes + RMA_GUARD));
+    struct zn_net_rkey bad; /* running past the registration's last page */
+    CHECK(rma->key(rc, *mh, m, sizeof(*m) + 8192, &bad) == ncclInvalidArgument);
+    CHECK(write(fd, keys, sizeof(keys)) == (ssize_t)sizeof(keys));
+    return rc;
+}
+
+/* Spin on the flag (plain memory: no net call) until it reaches want. */
+static void rma_wait_flag(struct rma_mem *m, uint64_t want)
+{
+    for (time_t end = time(NULL) + GUARD_S;; deadline_check(end))
+        if (__atomic_load_n(&m->flag, __ATOMIC_ACQUIRE) >= want) return;
+}
+
+static void rma_child(int fd)
+{
+    static struct rma_mem m;
+    void *ctx = net_open(), *mh;
+    void *rc = rma_receiver(ctx, fd, &m, &mh);
+    uint8_t *r = m.bytes + RMA_GUARD;
+    rma_wait_flag(&m, 1); /* round 1: one 1 MB write, then the flag */
+    CHECK(m.flag == 1);
+    for (size_t k = 0; k < BIG; k++) CHECK(r[k] == pat(k, 1));
+    CHECK(write(fd, "1", 1) == 1); /* checked: the sender may overwrite it */
+    rma_wait_flag(&m, 2);          /* round 2: RMA_SMALL writes, one of 0 bytes, then the flag */
+    CHECK(m.flag == 2);
+    for (int i = 0; i < RMA_SMALL; i++)
+        for (size_t k = 0; k < RMA_PIECE; k++)
+            CHECK(r[(size_t)i * RMA_PIECE + k] == pat(k, 100 + i));
+    for (size_t k = RMA_SMALL * RMA_PIECE; k < BIG; k++) CHECK(r[k] == pat(k, 1));
+    CHECK(write(fd, "2", 1) == 1);
+    rma_wait_flag(&m, 3); /* the refused writes came before this flag: nothing of theirs */
+    for (size_t k = 0; k < RMA_GUARD; k++)
+        CHECK(m.bytes[k] == 0 && m.bytes[RMA_GUARD + BIG + k] == 0);
+    char c;
+    CHECK(write(fd, "k", 1) == 1);
+    CHECK(read(fd, &c, 1) == 1);
+    if (c == 'x') _exit(0); /* rmadead: die with the connection open */
+    CHECK(net->deregMr(rc, mh) == ncclSuccess);
+    CHECK(net->closeRecv(rc) == ncclSuccess);
+    CHECK(net->finalize(ctx) == ncclSuccess);
+}
+
+static ncclResult_t rma_put(void *sc, void *mh, void *src, size_t size,
+                            const struct zn_net_rkey *dst, uint64_t off, void **req)
+{
+    *req = NULL;
+    for (time_t end = time(NULL) + GUARD_S; !*req; deadline_check(end)) {
+        ncclResult_t r = rma->write(sc, mh, src, size, dst, off, req);
+        if (r != ncclSuccess) return r;
+    }
+    return ncclSuccess;
+}
+
+/* The receiver has checked round c (it says so over fd, out of band). */
+static void rma_checked(int fd, char c)
+{
+    char got = 0;
+    CHECK(read(fd, &got, 1) == 1 && got == c);
+}
+
+/* The sender's rounds: every write of a round is posted before any is waited for. */
+static void rma_rounds(int fd, void *sc, void *mh, uint8_t *buf, uint64_t *flag,
+                       const struct zn_net_rkey *keys)
+{
+    void *req[RMA_SMALL + 3];
+    for (size_t k = 0; k < BIG; k++) buf[k] = pat(k, 1);
+    *flag = 1;
+    CHECK(rma_put(sc, mh, buf, BIG, &keys[0], 0, &req[0]) == ncclSuccess);
+    CHECK(rma_put(sc, mh, flag, 8, &keys[1], 0, &req[1]) == ncclSuccess);
+    int got = -1;
+    CHECK(wait_req(req[0], &got) == ncclSuccess && got == BIG);
+    CHECK(wait_req(req[1], NULL) == ncclSuccess);
+    rma_checked(fd, '1');
+    uint8_t *small = buf + BIG;
+    for (int i = 0; i < RMA_SMALL; i++) {
+        uint8_t *src = small + (size_t)i * RMA_PIECE;
+        for (size_t k = 0; k < RMA_PIECE; k++) src[k] = pat(k, 100 + i);
+        CHECK(rma_put(sc, mh, src, RMA_PIECE, &keys[0], (uint64_t)i * RMA_PIECE, &req[i]) ==
+              ncclSuccess);
+    }
+    CHECK(rma_put(sc, mh, small, 0, &keys[0], BIG, &req[RMA_SMALL]) == ncclSuccess);
+    flag[1] = 2; /* each flag value in a word of its own, unchanged until its write is done */
+    CHECK(rma_put(sc, mh, &flag[1], 8, &keys[1], 0, &req[RMA_SMALL + 1]) == ncclSuccess);
+    for (int i = 0; i < RMA_SMALL + 2; i++) CHECK(wait_req(req[i], NULL) == ncclSuccess);
+    rma_checked(fd, '2');
+    /* Outside the keyed range: refused before anything is posted, naming why. */
+    void *r = (void *)1;
+    CHECK(rma->write(sc, mh, buf, 2, &keys[0], BIG - 1, &r) == ncclInvalidArgument && !r);
+    CHECK(strstr(zn_last_error(), "outside the peer's registered range"));
+    CHECK(rma->write(sc, mh, buf, 1, &keys[0], BIG + 1, &r) == ncclInvalidArgument && !r);
+    CHECK(rma->write(sc, mh, buf, 16, &keys[1], 0, &r) == ncclInvalidArgument && !r);
+    uint8_t unreg[16];
+    CHECK(rma->write(sc, mh, unreg, 16, &keys[0], 0, &r) == ncclInvalidArgument && !r);
+    CHECK(strstr(zn_last_error(), "the source lies outside its registration"));
+    flag[2] = 3;
+    CHECK(rma_put(sc, mh, &flag[2], 8, &keys[1], 0, &req[0]) == ncclSuccess);
+    CHECK(wait_req(req[0], NULL) == ncclSuccess);
+}
+
+static void test_rma(void)
+{
+    int fd;
+    pid_t pid = ibemu_test_spawn(rma_child, &fd);
+    void *ctx = net_open(), *sc = sender_setup(ctx, fd), *mh;
+    struct zn_net_rkey keys[2];
+    CHECK(read(fd, keys, sizeof(keys)) == (ssize_t)sizeof(keys));
+    size_t len = RMA_LEN;
+    uint8_t *buf = calloc(1, len);
+    uint64_t *flag = (uint64_t *)(buf + len - 64);
+    CHECK(net->regMr(sc, buf, len, NCCL_PTR_HOST, &mh) == ncclSuccess);
+    rma_rounds(fd, sc, mh, buf, flag, keys);
+    char c;
+    CHECK(read(fd, &c, 1) == 1 && c == 'k');
+    CHECK(write(fd, "d", 1) == 1);
+    reap_ok(pid);
+    CHECK(net->deregMr(sc, mh) == ncclSuccess);
+    CHECK(net->closeSend(sc) == ncclSuccess);
+    CHECK(net->finalize(ctx) == ncclSuccess);
+    free(buf);
+}
+
+/* The receiver dies after the rounds: check() sees it gone, and a write posted afterwards
+ * fails with an error completion (retries exceeded) or the hangup, naming the peer. */
+static void test_rmadead(void)
+{
+    int fd;
+    pid_t pid = ibemu_test_spawn(rma_child, &fd);
+    void *ctx = net_open(), *sc = sender_setup(ctx, fd), *mh, *req;
+    struct zn_net_rkey keys[2];
+    CHECK(read(fd, keys, sizeof(keys)) == (ssize_t)sizeof(keys));
+    size_t len = RMA_LEN;
+    uint8_t *buf = calloc(1, len);
+    uint64_t *flag = (uint64_t *)(buf + len - 64);
+    CHECK(net->regMr(sc, buf, len, NCCL_PTR_HOST, &mh) == ncclSuccess);
+    rma_rounds(fd, sc, mh, buf, flag, keys);
+    char c;
+    CHECK(read(fd, &c, 1) == 1 && c == 'k');
+    CHECK(write(fd, "x", 1) == 1);
+    reap_ok(pid);
+    int closed = 0;
+    for (time_t end = time(NULL) + GUARD_S; !closed; deadline_check(end))
+        CHECK(rma->check(sc, &closed) == ncclSuccess);
+    CHECK(rma_put(sc, mh, buf, 4096, &keys[0], 0, &req) == ncclSuccess);
+    CHECK(wait_req(req, NULL) == ncclRemoteError);
+    const char *e = zn_last_error();
+    CHECK(strstr(e, ((struct zn_ib_comm *)sc)->peer));
+    CHECK((strstr(e, "retry counter exceeded") && strstr(e, "one-sided RDMA write")) ||
+          strstr(e, "closed by the peer"));
+    CHECK(rma->write(sc, mh, buf, 8, &keys[0], 0, &req) == ncclRemoteError); /* sticky */
+    CHECK(net->deregMr(sc, mh) == ncclSuccess);
+    CHECK(net->closeSend(sc) == ncclSuccess);
+    CHECK(net->finalize(ctx) == ncclSuccess);
+    free(buf);
+}
+
 /* The body of one mode, in the child of ibemu_test_run. */
 static int run_mode(void *fn)
 {
@@ -502,6 +688,10 @@ int main(int argc, char **argv)
         { "senderdeath", test_senderdeath, { NULL } },
         { "portdown", test_async, { "ZINC_IBEMU_FAULT=portdown=1", NULL } },
         { "qpfatal", test_async, { "ZINC_IBEMU_FAULT=qpfatal=1", NULL } },
+        { "rma", test_rma, { "ZINC_IB_QPS_PER_CONNECTION=2", NULL } },
+        { "rmadead",
+          test_rmadead,
+          { "ZINC_IB_QPS_PER_CONNECTION=2", "ZINC_IB_TIMEOUT=10", "ZINC_IB_RETRY_CNT=1", NULL } },
     };
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++) {
         if (strcmp(argv[1], modes[i].name) != 0) continue;
@@ -513,7 +703,9 @@ int main(int argc, char **argv)
         if (rc == 0) printf("ib net %s: ok\n", modes[i].name);
         return rc;
     }
-    fprintf(stderr, "usage: %s hca|wire|nodev|data|fault|peerdeath|senderdeath|portdown|qpfatal\n",
+    fprintf(stderr,
+            "usage: %s hca|wire|nodev|data|fault|peerdeath|senderdeath|portdown|qpfatal|rma|"
+            "rmadead\n",
             argv[0]);
     return 2;
 }

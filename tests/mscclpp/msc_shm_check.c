@@ -6,9 +6,13 @@
  * Written in C, to show what a C caller gets.
  *
  *   msc_shm_check allgather|allreduce|pingpong|errors|dead [shm | net HOSTS]   (under zinc-run)
+ *   msc_shm_check bounds|onesided|deadwrite net HOSTS
  *
  * net: the connections are mscclppTransportIB over the net zinc picks (ZINC_NET), libmscclpp's
- * proxy runs, and the ranks are split over HOSTS "hosts" (ZINC_HOSTID = rank % HOSTS).
+ * proxy runs, and the ranks are split over HOSTS "hosts" (ZINC_HOSTID = rank % HOSTS). With
+ * MSC_EXPECT_PATH=rdma (or twosided) and ZINC_DEBUG=INFO, every setup round also checks that
+ * each new connection logged the path its puts take ("puts as RDMA writes" / "puts as
+ * two-sided messages").
  */
 #include "bootstrap/launcher.h"
 #include "mscclpp.h"
@@ -18,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int rank, nranks;
@@ -49,6 +54,46 @@ static mscclppComm_t init(void)
     return comm;
 }
 
+/* The log: lines kept in logged[] while a test captures them (else passed on to stderr), and
+ * the connections' path lines counted throughout. */
+static char logged[8192];
+static int capturing;
+static long path_lines[2]; /* "puts as RDMA writes", "puts as two-sided messages" */
+static void capture(const char *msg)
+{
+    path_lines[0] += strstr(msg, "puts as RDMA writes") != NULL;
+    path_lines[1] += strstr(msg, "puts as two-sided messages") != NULL;
+    if (!capturing) {
+        fputs(msg, stderr);
+        return;
+    }
+    size_t have = strlen(logged);
+    snprintf(logged + have, sizeof(logged) - have, "%s", msg);
+}
+
+static void capture_start(void)
+{
+    MSCCLPPCHECK(mscclppSetLogHandler(capture));
+    capturing = 1;
+    logged[0] = 0;
+}
+
+/* MSC_EXPECT_PATH: every connection of a setup round logged that its puts take this path. */
+static const char *expect_path;
+static void check_path(mscclppComm_t comm, int before)
+{
+    mscclppDevConn_t *all;
+    int n;
+    MSCCLPPCHECK(mscclppGetAllDeviceConnections(comm, &all, &n));
+    static long seen[2];
+    int want = strcmp(expect_path, "rdma") == 0 ? 0 : 1;
+    EXPECT(path_lines[want] - seen[want] == n - before && path_lines[!want] == seen[!want],
+           "%d connection(s) set up, %ld logged puts as %s, %ld the other path", n - before,
+           path_lines[want] - seen[want], expect_path, path_lines[!want] - seen[!want]);
+    seen[0] = path_lines[0];
+    seen[1] = path_lines[1];
+}
+
 /* mscclppConnectionSetup; over the net, libmscclpp's proxy then moves the transfers on (it is
  * stopped around each setup round: a launch covers the connections set up before it). */
 static int proxy_up;
@@ -56,7 +101,11 @@ static void setup(mscclppComm_t comm)
 {
     if (proxy_up) MSCCLPPCHECK(mscclppProxyStop(comm));
     proxy_up = 0;
+    mscclppDevConn_t *all;
+    int before;
+    MSCCLPPCHECK(mscclppGetAllDeviceConnections(comm, &all, &before));
     MSCCLPPCHECK(mscclppConnectionSetup(comm));
+    if (expect_path) check_path(comm, before);
     if (transport == mscclppTransportIB) {
         MSCCLPPCHECK(mscclppProxyLaunch(comm));
         proxy_up = 1;
@@ -80,7 +129,8 @@ static void allgather(mscclppComm_t comm)
         MSCCLPPCHECK(zincConnMemAlloc(comm, bytes * (size_t)nranks, (void **)&buf));
         for (int p = 0; p < nranks; p++)
             if (p != rank)
-                MSCCLPPCHECK(mscclppConnect(comm, p, t, buf, bytes * (size_t)nranks, transport, NULL));
+                MSCCLPPCHECK(
+                    mscclppConnect(comm, p, t, buf, bytes * (size_t)nranks, transport, NULL));
         setup(comm);
         for (int it = 0; it < 3; it++) {
             for (size_t i = 0; i < count; i++) buf[(size_t)rank * count + i] = val(rank, i, it);
@@ -135,7 +185,7 @@ static void allreduce(mscclppComm_t comm)
             size_t send = (size_t)(rank - s + nranks) % n,
                    recv = (size_t)(rank - s - 1 + 2 * nranks) % n;
             MSCCLPPCHECK(zincConnPutWithSignal(to, (count + (size_t)s * chunk) * sizeof(uint64_t),
-                                        send * cb, cb));
+                                               send * cb, cb));
             MSCCLPPCHECK(zincConnWait(from));
             for (size_t i = 0; i < chunk; i++)
                 buf[recv * chunk + i] += scratch[(size_t)s * chunk + i];
@@ -192,17 +242,10 @@ static void pingpong(mscclppComm_t comm)
     MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
 }
 
-static char logged[8192];
-static void capture(const char *msg)
-{
-    size_t have = strlen(logged);
-    snprintf(logged + have, sizeof(logged) - have, "%s", msg);
-}
-
 /* Bad usage: each is refused with the documented code and a message naming the cause. */
 static void errors(mscclppComm_t comm)
 {
-    MSCCLPPCHECK(mscclppSetLogHandler(capture));
+    capture_start();
     static char plain[64];
     EXPECT(mscclppConnect(comm, (rank + 1) % nranks, 1, plain, sizeof(plain), mscclppTransportSHM,
                           NULL) == mscclppInvalidArgument,
@@ -239,7 +282,8 @@ static void errors(mscclppComm_t comm)
     /* A rank that cannot prepare its side (a connection without its buffer) fails the setup at
      * once on every rank, the others naming it, instead of leaving them to the deadline. */
     logged[0] = 0;
-    if (rank == 0) MSCCLPPCHECK(mscclppConnectWithoutBuffer(comm, 1, 11, mscclppTransportSHM, NULL));
+    if (rank == 0)
+        MSCCLPPCHECK(mscclppConnectWithoutBuffer(comm, 1, 11, mscclppTransportSHM, NULL));
     if (rank == 1) MSCCLPPCHECK(mscclppConnect(comm, 0, 11, buf, 4096, mscclppTransportSHM, NULL));
     r = mscclppConnectionSetup(comm);
     if (rank == 0) {
@@ -293,7 +337,6 @@ static void errors(mscclppComm_t comm)
  * peer's last byte lands. */
 static void bounds(mscclppComm_t comm)
 {
-    MSCCLPPCHECK(mscclppSetLogHandler(capture));
     uint8_t *buf = calloc(1, 4096);
     if (!buf) exit(2);
     int peer = rank ^ 1;
@@ -304,6 +347,7 @@ static void bounds(mscclppComm_t comm)
         mscclppDevConn_t *c;
         MSCCLPPCHECK(mscclppGetDeviceConnection(comm, peer, 2, &c));
         memset(buf, 0x5a, 4096);
+        capture_start();
         EXPECT(zincConnPut(c, 1000, 0, 25) == (int)mscclppInvalidArgument,
                "put past the end of the peer's 1024-byte buffer accepted");
         EXPECT(strstr(logged, "outside the peer's buffer of 1024 bytes"), "message: %s", logged);
@@ -343,10 +387,105 @@ static void dead(mscclppComm_t comm)
         _exit(0);
     }
     MSCCLPPCHECK(zincConnSignal(c));
-    MSCCLPPCHECK(mscclppSetLogHandler(capture));
+    capture_start();
     EXPECT(zincConnWait(c) == (int)mscclppRemoteError, "wait on a dead peer did not fail");
     EXPECT(strstr(logged, "rank 1") && strstr(logged, "exited"), "message: %s", logged);
     EXPECT(zincConnPut(c, 0, 0, 8) == (int)mscclppRemoteError, "put to a dead peer did not fail");
+    exit(failures ? 1 : 0);
+}
+
+/* One-sidedness (IB net, puts as RDMA writes): rank 1 sets the connection up and then makes
+ * no library call and runs no proxy -- it only reads the signal word of its connection, plain
+ * host memory -- while rank 0 puts and signals; each round's data must be there when the
+ * round's epoch is. Rounds write distinct ranges, so rank 0 never waits for rank 1. */
+enum { OS_ROUNDS = 4, OS_ROUND_BYTES = 1 << 20 };
+
+static void onesided_put(mscclppDevConn_t *c, uint8_t *buf, int round)
+{
+    uint64_t base = (uint64_t)round * OS_ROUND_BYTES;
+    size_t n = round == 3 ? OS_ROUND_BYTES : 4096 * (size_t)(round + 1) + 13;
+    for (size_t i = 0; i < n; i++) buf[base + i] = (uint8_t)(i * 29 + (size_t)round * 7 + 1);
+    if (round == 0) { /* a put, then a signal */
+        MSCCLPPCHECK(zincConnPut(c, base, base, n));
+        MSCCLPPCHECK(zincConnSignal(c));
+    } else if (round == 2) { /* three puts, one signal */
+        size_t third = n / 3;
+        MSCCLPPCHECK(zincConnPut(c, base + 2 * third, base + 2 * third, n - 2 * third));
+        MSCCLPPCHECK(zincConnPut(c, base, base, third));
+        MSCCLPPCHECK(zincConnPut(c, base + third, base + third, third));
+        MSCCLPPCHECK(zincConnSignal(c));
+    } else {
+        MSCCLPPCHECK(zincConnPutWithSignal(c, base, base, n));
+    }
+}
+
+static void onesided(mscclppComm_t comm)
+{
+    size_t bytes = (size_t)OS_ROUNDS * OS_ROUND_BYTES;
+    uint8_t *buf = calloc(1, bytes);
+    if (!buf || nranks != 2) exit(2);
+    MSCCLPPCHECK(mscclppConnect(comm, rank ^ 1, 3, buf, bytes, transport, NULL));
+    MSCCLPPCHECK(mscclppConnectionSetup(comm)); /* no proxy on either rank */
+    mscclppDevConn_t *c;
+    MSCCLPPCHECK(mscclppGetDeviceConnection(comm, rank ^ 1, 3, &c));
+    if (rank == 0) {
+        for (int round = 0; round < OS_ROUNDS; round++) onesided_put(c, buf, round);
+        EXPECT(zincConnFlush(c) == 0, "flush failed");
+    } else {
+        volatile struct mscclppDevConnSignalEpochId *sig = c->localSignalEpochId;
+        for (int round = 0; round < OS_ROUNDS; round++) {
+            time_t end = time(NULL) + 60;
+            while (__atomic_load_n(&sig->proxy, __ATOMIC_ACQUIRE) < (uint64_t)round + 1)
+                if (time(NULL) > end) {
+                    fprintf(stderr, "[1] no epoch %d within 60 s\n", round + 1);
+                    exit(1);
+                }
+            uint64_t base = (uint64_t)round * OS_ROUND_BYTES;
+            size_t n = round == 3 ? OS_ROUND_BYTES : 4096 * (size_t)(round + 1) + 13;
+            long bad = 0;
+            for (size_t i = 0; i < n; i++)
+                bad += buf[base + i] != (uint8_t)(i * 29 + (size_t)round * 7 + 1);
+            for (size_t i = n; i < OS_ROUND_BYTES; i++) bad += buf[base + i] != 0;
+            EXPECT(bad == 0, "round %d (%zu bytes): %ld bytes wrong when its epoch arrived", round,
+                   n, bad);
+        }
+        EXPECT(__atomic_load_n(&sig->proxy, __ATOMIC_ACQUIRE) == OS_ROUNDS, "epoch %llu",
+               (unsigned long long)sig->proxy);
+    }
+    MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
+    MSCCLPPCHECK(mscclppCommDestroy(comm));
+    free(buf);
+    exit(failures ? 1 : 0);
+}
+
+/* Rank 1, on another "host" (the peer watch cannot see it), exits once it saw rank 0's first
+ * signal; rank 0's puts (RDMA writes) then fail, at the latest at the flush after them, with
+ * ncclRemoteError naming rank 1, and the error stays with the connection. */
+static void deadwrite(mscclppComm_t comm)
+{
+    uint8_t *buf = calloc(1, 1 << 16);
+    if (!buf || nranks != 2) exit(2);
+    MSCCLPPCHECK(mscclppConnect(comm, rank ^ 1, 0, buf, 1 << 16, transport, NULL));
+    setup(comm);
+    mscclppDevConn_t *c;
+    MSCCLPPCHECK(mscclppGetDeviceConnection(comm, rank ^ 1, 0, &c));
+    if (rank == 1) { /* past setup on both sides once rank 0's first signal is here */
+        MSCCLPPCHECK(zincConnWait(c));
+        _exit(0);
+    }
+    capture_start();
+    int r = zincConnSignal(c);
+    time_t end = time(NULL) + 60;
+    while (r == 0 && time(NULL) < end) {
+        r = zincConnPutWithSignal(c, 0, 0, 1 << 16);
+        if (r == 0) r = zincConnFlush(c);
+    }
+    EXPECT(r == (int)mscclppRemoteError, "puts to a dead peer ended with %d", r);
+    EXPECT(strstr(logged, "rank 1"), "message does not name rank 1: %s", logged);
+    EXPECT((int)zincConnFlush(c) == r && (int)zincConnPut(c, 0, 0, 8) == r,
+           "the error is not sticky");
+    EXPECT(mscclppProxyStop(comm) == (mscclppResult_t)r, "mscclppProxyStop did not report it");
+    proxy_up = 0;
     exit(failures ? 1 : 0);
 }
 
@@ -357,7 +496,8 @@ int main(int argc, char **argv)
     if (!zn_launch_info_get(&li) ||
         (argc != 2 && !(argc == 3 && !strcmp(argv[2], "shm")) && !net)) {
         fprintf(stderr, "usage: zinc-run -n N msc_shm_check "
-                        "allgather|allreduce|pingpong|errors|bounds|dead [shm | net HOSTS]\n");
+                        "allgather|allreduce|pingpong|errors|bounds|dead [shm | net HOSTS], "
+                        "onesided|deadwrite net HOSTS\n");
         return 2;
     }
     rank = li.rank;
@@ -369,9 +509,11 @@ int main(int argc, char **argv)
         snprintf(id, sizeof(id), "msc-host-%d", rank % atoi(argv[3]));
         setenv("ZINC_HOSTID", id, 1);
         transport = mscclppTransportIB;
+        expect_path = getenv("MSC_EXPECT_PATH");
+        if (expect_path) MSCCLPPCHECK(mscclppSetLogHandler(capture));
     }
     if ((!strcmp(what, "pingpong") || !strcmp(what, "errors") || !strcmp(what, "bounds") ||
-         !strcmp(what, "dead")) &&
+         !strcmp(what, "dead") || !strcmp(what, "onesided") || !strcmp(what, "deadwrite")) &&
         nranks < 2) {
         fprintf(stderr, "%s needs 2 ranks or more\n", what);
         return 2;
@@ -389,8 +531,12 @@ int main(int argc, char **argv)
         bounds(comm);
     else if (!strcmp(what, "dead") && nranks == 2)
         dead(comm);
+    else if (!strcmp(what, "onesided") && net && nranks == 2)
+        onesided(comm);
+    else if (!strcmp(what, "deadwrite") && net && nranks == 2)
+        deadwrite(comm);
     else {
-        fprintf(stderr, "unknown test %s (dead needs exactly 2 ranks)\n", what);
+        fprintf(stderr, "unknown test %s (dead, onesided, deadwrite need exactly 2 ranks)\n", what);
         return 2;
     }
     destroy(comm);
