@@ -47,6 +47,16 @@ zinc() {
     { "${a[@]}" -b 128K -e 512K -n 200 -w 20 && "${a[@]}" -b 2M -e 32M -n 20 -w 3; } |
         awk '$1 ~ /^[0-9]+$/ {print $1, $6; print $1, $10}'
 }
+# The same sizes moved both ways at once by a 2-rank sendrecv through the same net: the bytes a
+# 2-rank allreduce must move (N each way), without the reduction: the link's two-way rate, which
+# the table sets the targets against.
+zinc_sr() {
+    local a=(env ZINC_DEVICE=host ZINC_SOCKET_IFNAME=lo RANKS_PER_HOST=1
+        "$build/bin/zinc-run" -n "$n" "$here/tests/hosts/hostwrap.sh" "$build/bin/zinc-perf"
+        sendrecv -f 4 -c 0)
+    { "${a[@]}" -b 128K -e 512K -n 200 -w 20 && "${a[@]}" -b 2M -e 32M -n 20 -w 3; } |
+        awk '$1 ~ /^[0-9]+$/ {print $1, $6; print $1, $10}'
+}
 mpi() {
     mpirun --allow-run-as-root --oversubscribe -np $n --mca pml ob1 --mca btl tcp,self \
         --mca btl_tcp_if_include lo "$out/mpi_allreduce" $max |
@@ -75,6 +85,7 @@ for r in $(seq "$rounds"); do
     {
         zinc | sed 's/^/zinc /'
         zinc ZINC_SOCKET_NTHREADS=2 ZINC_NSOCKS_PERTHREAD=2 | sed 's/^/zinc22 /'
+        zinc_sr | sed 's/^/sr /'
         mpi | sed 's/^/mpi /'
         gloo | sed 's/^/gloo /'
     } >>"$out/all"
@@ -85,7 +96,7 @@ sort -k1,1 -k2,2n -k3,3g "$out/all" | awk -v n=$n '
     function flush() { if (c) printf "%s %s %.6g\n", k1, k2, (k2 / v[int((c + 1) / 2)]) / 1e3 * 2 * (n - 1) / n }
     $1 != k1 || $2 != k2 { flush(); k1 = $1; k2 = $2; c = 0 }
     { v[++c] = $3 } END { flush() }' >"$out/med"
-for c in zinc zinc22 mpi gloo; do awk -v c=$c '$1 == c {print $2, $3}' "$out/med" | sort -k1,1 >"$out/$c.bw"; done
+for c in zinc zinc22 mpi gloo sr; do awk -v c=$c '$1 == c {print $2, $3}' "$out/med" | sort -k1,1 >"$out/$c.bw"; done
 
 echo "### allreduce float sum, $n ranks as 2 hosts over TCP loopback, busbw GB/s"
 echo
@@ -98,6 +109,16 @@ join "$out/zinc.bw" "$out/zinc22.bw" | join - "$out/mpi.bw" | join - "$out/gloo.
         $2 / $4, $3 / $4, $2 / $5, $3 / $5 }' | sort -t'|' -k2,2n
 echo
 echo "targets: zinc >= 1.2x Open MPI over TCP and >= 5x Gloo at every size"
+echo
+echo "What the targets ask of the link: an allreduce of 2 ranks moves N bytes each way; \"sendrecv\""
+echo "is zinc's 2-rank sendrecv of N bytes both ways at once through the same net (one message each"
+echo "way, no reduction): what this link carries both ways at that size. The \"needs\" columns are"
+echo "the busbw (= the rate each way) that the targets ask for."
+echo
+echo "| bytes | sendrecv GB/s | 1.2x MPI needs | 5x Gloo needs | zinc / sendrecv |"
+echo "| ---: | ---: | ---: | ---: | ---: |"
+join "$out/sr.bw" "$out/mpi.bw" | join - "$out/gloo.bw" | join - "$out/zinc.bw" | awk '{
+    printf "| %s | %.3f | %.3f | %.3f | %.2f |\n", $1, $2, 1.2 * $3, 5 * $4, $5 / $2 }' | sort -t'|' -k2,2n
 echo
 echo "runs (time us per configuration and size, zinc: out-of-place and in-place per round):"
 echo

@@ -33,7 +33,10 @@ const struct zn_cost_params zn_cost = {
     .reduce_bw = 24000.0, /* reduction input consumed, bytes per us */
     .p2p_lat_us = 3.0,    /* one message through a shm fifo, executor round included */
     .p2p_bw = 5000.0,     /* shm fifo, bytes per us (copy in and copy out) */
-    .net_lat_us = 10.0,   /* one message over TCP */
+    .net_lat_us = 25.0,   /* one message over TCP: a 2-rank exchange of 8 B through the
+                             socket net on loopback takes 21-27 us (rd against ring,
+                             2026-11-24); 10 made 2 hosts pick ring over rd at 512 KB, 20%
+                             slower there */
     .net_bw = 2000.0,     /* TCP, bytes per us */
 };
 
