@@ -606,20 +606,37 @@ static void rma_rounds(int fd, void *sc, void *mh, uint8_t *buf, uint64_t *flag,
     CHECK(wait_req(req[0], NULL) == ncclSuccess);
 }
 
+/* The sender's side of an RMA test: a receiver process, a send comm to it, its keys, a
+ * registered buffer, and the rounds of rma_rounds run (the receiver then waits for a verdict). */
+struct rma_fix {
+    pid_t pid;
+    int fd;
+    void *ctx, *sc, *mh;
+    uint8_t *buf;
+    struct zn_net_rkey keys[2];
+};
+
+static void rma_open(struct rma_fix *f)
+{
+    f->pid = ibemu_test_spawn(rma_child, &f->fd);
+    f->ctx = net_open();
+    f->sc = sender_setup(f->ctx, f->fd);
+    CHECK(read(f->fd, f->keys, sizeof(f->keys)) == (ssize_t)sizeof(f->keys));
+    f->buf = calloc(1, RMA_LEN);
+    CHECK(net->regMr(f->sc, f->buf, RMA_LEN, NCCL_PTR_HOST, &f->mh) == ncclSuccess);
+    rma_rounds(f->fd, f->sc, f->mh, f->buf, (uint64_t *)(f->buf + RMA_LEN - 64), f->keys);
+    char c;
+    CHECK(read(f->fd, &c, 1) == 1 && c == 'k');
+}
+
 static void test_rma(void)
 {
-    int fd;
-    pid_t pid = ibemu_test_spawn(rma_child, &fd);
-    void *ctx = net_open(), *sc = sender_setup(ctx, fd), *mh;
-    struct zn_net_rkey keys[2];
-    CHECK(read(fd, keys, sizeof(keys)) == (ssize_t)sizeof(keys));
-    size_t len = RMA_LEN;
-    uint8_t *buf = calloc(1, len);
-    uint64_t *flag = (uint64_t *)(buf + len - 64);
-    CHECK(net->regMr(sc, buf, len, NCCL_PTR_HOST, &mh) == ncclSuccess);
-    rma_rounds(fd, sc, mh, buf, flag, keys);
-    char c;
-    CHECK(read(fd, &c, 1) == 1 && c == 'k');
+    struct rma_fix f;
+    rma_open(&f);
+    int fd = f.fd;
+    pid_t pid = f.pid;
+    void *ctx = f.ctx, *sc = f.sc, *mh = f.mh;
+    uint8_t *buf = f.buf;
     CHECK(write(fd, "d", 1) == 1);
     reap_ok(pid);
     CHECK(net->deregMr(sc, mh) == ncclSuccess);
@@ -632,18 +649,13 @@ static void test_rma(void)
  * fails with an error completion (retries exceeded) or the hangup, naming the peer. */
 static void test_rmadead(void)
 {
-    int fd;
-    pid_t pid = ibemu_test_spawn(rma_child, &fd);
-    void *ctx = net_open(), *sc = sender_setup(ctx, fd), *mh, *req;
-    struct zn_net_rkey keys[2];
-    CHECK(read(fd, keys, sizeof(keys)) == (ssize_t)sizeof(keys));
-    size_t len = RMA_LEN;
-    uint8_t *buf = calloc(1, len);
-    uint64_t *flag = (uint64_t *)(buf + len - 64);
-    CHECK(net->regMr(sc, buf, len, NCCL_PTR_HOST, &mh) == ncclSuccess);
-    rma_rounds(fd, sc, mh, buf, flag, keys);
-    char c;
-    CHECK(read(fd, &c, 1) == 1 && c == 'k');
+    struct rma_fix f;
+    rma_open(&f);
+    int fd = f.fd;
+    pid_t pid = f.pid;
+    void *ctx = f.ctx, *sc = f.sc, *mh = f.mh, *req;
+    uint8_t *buf = f.buf;
+    struct zn_net_rkey *keys = f.keys;
     CHECK(write(fd, "x", 1) == 1);
     reap_ok(pid);
     int closed = 0;
