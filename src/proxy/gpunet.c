@@ -317,9 +317,11 @@ static ncclResult_t connect_all(struct zn_gpunet *g, const struct gn_addr *all)
 static ncclResult_t alloc_shadows(struct zn_gpunet *g, uint8_t *shadow_dev[])
 {
     g->sh_bytes = zn_dev_ll_off(g->nranks, g->cfg.nch, g->cfg.slot_bytes);
+    ncclResult_t (*alloc)(void **, void **, size_t) =
+        g->cfg.shadow_alloc ? g->cfg.shadow_alloc : zn_cuda_host_alloc;
     void *h = NULL, *d = NULL;
     if (g->cfg.next_remote) {
-        ZN_CHECK(zn_cuda_host_alloc(&h, &d, g->sh_bytes));
+        ZN_CHECK(alloc(&h, &d, g->sh_bytes));
         g->sh_next = h;
         g->sh_next_dev = d;
         shadow_dev[g->cfg.next] = d;
@@ -328,7 +330,7 @@ static ncclResult_t alloc_shadows(struct zn_gpunet *g, uint8_t *shadow_dev[])
         g->sh_prev = g->sh_next;
         g->sh_prev_dev = g->sh_next_dev;
     } else if (g->cfg.prev_remote) {
-        ZN_CHECK(zn_cuda_host_alloc(&h, &d, g->sh_bytes));
+        ZN_CHECK(alloc(&h, &d, g->sh_bytes));
         g->sh_prev = h;
         g->sh_prev_dev = d;
         shadow_dev[g->cfg.prev] = d;
@@ -450,7 +452,8 @@ void zn_gpunet_destroy(struct zn_gpunet *g)
         if (g->listen[ch]) net->closeListen(g->listen[ch]);
     }
     if (net && g->nctx) net->finalize(g->nctx);
-    if (g->sh_prev && g->sh_prev != g->sh_next) zn_cuda_host_free(g->sh_prev);
-    if (g->sh_next) zn_cuda_host_free(g->sh_next);
+    void (*release)(void *) = g->cfg.shadow_free ? g->cfg.shadow_free : zn_cuda_host_free;
+    if (g->sh_prev && g->sh_prev != g->sh_next) release(g->sh_prev);
+    if (g->sh_next) release(g->sh_next);
     free(g);
 }

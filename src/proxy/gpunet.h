@@ -44,6 +44,11 @@ struct zn_gpunet_config {
     int nch; /* channels of the arena layout (every rank the same) */
     size_t slot_bytes;
     volatile uint32_t *abort_word; /* host view of the kernels' abort word */
+    /* Where the shadows live. NULL: pinned host memory mapped into the device (cudaHostAlloc),
+     * what the kernels need. A test that stands in for the kernels with host code passes
+     * plain memory (host == dev) and runs the engine without a GPU. */
+    ncclResult_t (*shadow_alloc)(void **host, void **dev, size_t size);
+    void (*shadow_free)(void *host);
 };
 
 /* Collective over every rank of the communicator (ranks with no remote neighbour take part in

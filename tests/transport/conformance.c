@@ -32,13 +32,17 @@
  *             to 2 s), naming the peer, on either side of the pair. Not for every transport:
  *             shm's lower rank is set up alone (it creates the segment) and has nothing to
  *             wait for.
+ *   gpunet    (net) the proxy's GPU net engine with host code standing in for the kernels:
+ *             300 slots per channel each way around the ring, through 2-slot FIFOs
+ *   gpunet_abort (net) an engine left with slots its peer never reads is destroyed at once
+ *             after an abort, without waiting ZINC_TIMEOUT for them
  *   exit      a peer that exits mid-transfer is reported as ncclRemoteError within seconds
  *             (always last: the job is one rank short afterwards)
  *   perf      (not in "all") loopback throughput, rank 0 <-> rank 1
  *
  * Files: conformance.c (this: harness, driver loop, patterns, main), scenarios.c (every
  * transport), scenarios_caps.c (optional capabilities), scenarios_net.c (net only),
- * conformance.h (what they share).
+ * scenarios_gpunet.c (the GPU net engine over the net), conformance.h (what they share).
  */
 #include "conformance.h"
 #include "bootstrap/bootstrap.h"
@@ -345,6 +349,8 @@ static const struct scenario scenarios[] = {
     { .name = "collmem", .fn = sc_collmem, .min_ranks = 2 },
     { .name = "stray", .fn = sc_stray, .net_only = 1, .min_ranks = 2 },
     { .name = "setup", .fn = sc_setup, .net_only = 1, .min_ranks = 2 },
+    { .name = "gpunet", .fn = sc_gpunet, .net_only = 1, .min_ranks = 2 },
+    { .name = "gpunet_abort", .fn = sc_gpunet_abort, .net_only = 1, .min_ranks = 2 },
     { .name = "perf", .fn = sc_perf, .min_ranks = 2 },
     { .name = "exit", .fn = sc_exit, .min_ranks = 2 },
 };

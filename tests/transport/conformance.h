@@ -106,5 +106,8 @@ int sc_collmem(struct rank_env *e);
 /* scenarios_net.c: */
 int sc_stray(struct rank_env *e);
 int sc_setup(struct rank_env *e);
+/* scenarios_gpunet.c (the proxy's GPU net engine, host code standing in for the kernels): */
+int sc_gpunet(struct rank_env *e);
+int sc_gpunet_abort(struct rank_env *e);
 
 #endif
