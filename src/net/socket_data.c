@@ -270,14 +270,16 @@ static int send_step(struct nsock_comm *c, struct nsock_req *r, int *err)
         zn_nsock_hdr_encode(&h, c->hdr);
         c->hdr_ready = 1;
     }
-    size_t n = 0;
+    size_t n = 0, inline_len = c->nstreams == 0 ? r->size[0] : 0;
     if (c->hdr_done < ZN_NSOCK_HDR_LEN) {
-        *err =
-            zn_sock_send_some(c->ctrl_fd, c->hdr + c->hdr_done, ZN_NSOCK_HDR_LEN - c->hdr_done, &n);
-        c->hdr_done += n;
+        /* With the inline payload in the same call: no segment of its own for the header. */
+        size_t left = ZN_NSOCK_HDR_LEN - c->hdr_done;
+        *err = zn_sock_send2_some(c->ctrl_fd, c->hdr + c->hdr_done, left, r->data[0], inline_len,
+                                  &n);
+        c->hdr_done += n < left ? n : left;
+        c->pay_done += n > left ? n - left : 0;
         if (*err || c->hdr_done < ZN_NSOCK_HDR_LEN) return n > 0;
     }
-    size_t inline_len = c->nstreams == 0 ? r->size[0] : 0;
     if (c->pay_done < inline_len) {
         *err =
             zn_sock_send_some(c->ctrl_fd, r->data[0] + c->pay_done, inline_len - c->pay_done, &n);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define POLL_SLICE_MS 50
@@ -298,6 +299,19 @@ int zn_sock_send_some(int fd, const void *buf, size_t len, size_t *done)
     *done = 0;
     if (len == 0) return 0;
     ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
+    *done = (size_t)n;
+    return 0;
+}
+
+int zn_sock_send2_some(int fd, const void *a, size_t alen, const void *b, size_t blen,
+                       size_t *done)
+{
+    *done = 0;
+    if (alen + blen == 0) return 0;
+    struct iovec iov[2] = { { (void *)a, alen }, { (void *)b, blen } };
+    struct msghdr m = { .msg_iov = iov, .msg_iovlen = blen ? 2 : 1 };
+    ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -errno;
     *done = (size_t)n;
     return 0;

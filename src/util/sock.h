@@ -70,6 +70,9 @@ int zn_sock_recv_all(int fd, void *buf, size_t len, int64_t deadline, const atom
 /* Non-blocking partial I/O: 0 and *done bytes moved (maybe 0), or a negative errno. */
 int zn_sock_send_some(int fd, const void *buf, size_t len, size_t *done);
 int zn_sock_recv_some(int fd, void *buf, size_t len, size_t *done);
+/* zn_sock_send_some of a then b in one call (a header and its payload: one segment less). */
+int zn_sock_send2_some(int fd, const void *a, size_t alen, const void *b, size_t blen,
+                       size_t *done);
 
 /* TCP_NODELAY, keepalive and (if bufsize > 0) socket buffer sizes for a data socket. */
 void zn_sock_tune(int fd, size_t bufsize);
