@@ -11,8 +11,8 @@
 # byte goes through the net transport on ZINC_SOCKET_IFNAME=lo; zinc runs with the default socket
 # net and with ZINC_SOCKET_NTHREADS=2 ZINC_NSOCKS_PERTHREAD=2. Open MPI runs with
 # `--mca pml ob1 --mca btl tcp,self` (no shared memory, no UCX), Gloo with its TCP device on
-# 127.0.0.1; the peers are the reference programs in PEERS_DIR. The configurations
-# alternate within each round; every cell is the median over the rounds (zinc: over the rounds'
+# 127.0.0.1; the peers are the reference programs in PEERS_DIR. The configurations of one size
+# run back to back within each round; every cell is the median over the rounds (zinc: over the rounds'
 # out-of-place and in-place times), busbw by nccl-tests' definition (algbw * 2(n-1)/n).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,42 +35,38 @@ cleanup() {
 trap cleanup EXIT
 mpicc -O2 -o "$out/mpi_allreduce" "$peers/mpi_allreduce.c"
 g++ -O2 -std=c++17 -o "$out/gloo_allreduce" "$peers/gloo_allreduce.cc" -lgloo -lpthread
-max=$((64 << 20))
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
-# Prints "bytes time_us" lines at the sizes the peer programs measure (8 B x 4^k: 128 KB, 512 KB,
-# 2 MB, 8 MB, 32 MB within 64 KB .. 64 MB); extra arguments are environment settings.
+# Each configuration measures one size per call, and every round runs all configurations of a
+# size back to back before the next size, so that the cells compared in a row ran within seconds
+# of each other (this shared VM's speed drifts by 2-3x over minutes). The sizes are those the
+# peer programs measure (8 B x 4^k) within 64 KB .. 64 MB.
+sizes="131072 524288 2097152 8388608 33554432"
+iters() { if [ "$1" -lt 1048576 ]; then echo "-n 200 -w 20"; else echo "-n 20 -w 3"; fi; }
+# zinc OP SIZE [ENV...]: "bytes time_us" for out-of-place and in-place.
 zinc() {
-    local a=(env ZINC_DEVICE=host ZINC_SOCKET_IFNAME=lo RANKS_PER_HOST=1 "$@"
-        "$build/bin/zinc-run" -n "$n" "$here/tests/hosts/hostwrap.sh" "$build/bin/zinc-perf"
-        all_reduce -f 4 -c 0)
-    { "${a[@]}" -b 128K -e 512K -n 200 -w 20 && "${a[@]}" -b 2M -e 32M -n 20 -w 3; } |
+    local op=$1 s=$2
+    shift 2
+    env ZINC_DEVICE=host ZINC_SOCKET_IFNAME=lo RANKS_PER_HOST=1 "$@" \
+        "$build/bin/zinc-run" -n "$n" "$here/tests/hosts/hostwrap.sh" "$build/bin/zinc-perf" \
+        "$op" -f 4 -c 0 -b "$s" -e "$s" $(iters "$s") |
         awk '$1 ~ /^[0-9]+$/ {print $1, $6; print $1, $10}'
 }
-# The same sizes moved both ways at once by a 2-rank sendrecv through the same net: the bytes a
-# 2-rank allreduce must move (N each way), without the reduction: the link's two-way rate, which
-# the table sets the targets against.
-zinc_sr() {
-    local a=(env ZINC_DEVICE=host ZINC_SOCKET_IFNAME=lo RANKS_PER_HOST=1
-        "$build/bin/zinc-run" -n "$n" "$here/tests/hosts/hostwrap.sh" "$build/bin/zinc-perf"
-        sendrecv -f 4 -c 0)
-    { "${a[@]}" -b 128K -e 512K -n 200 -w 20 && "${a[@]}" -b 2M -e 32M -n 20 -w 3; } |
-        awk '$1 ~ /^[0-9]+$/ {print $1, $6; print $1, $10}'
-}
+# The peer programs measure every size from 8 B up to their argument: keep the last.
 mpi() {
     mpirun --allow-run-as-root --oversubscribe -np $n --mca pml ob1 --mca btl tcp,self \
-        --mca btl_tcp_if_include lo "$out/mpi_allreduce" $max |
-        awk '$1 ~ /^[0-9]+$/ && $1 >= 65536 {if ($4 != 1) {print "mpi: wrong result at " $1 > "/dev/stderr"; exit 1}; print $1, $2}'
+        --mca btl_tcp_if_include lo "$out/mpi_allreduce" "$1" |
+        awk -v s="$1" '$1 == s {if ($4 != 1) {print "mpi: wrong result at " $1 > "/dev/stderr"; exit 1}; print $1, $2}'
 }
 gloo() {
     rm -rf "$out/store" && mkdir -p "$out/store"
     local r pids=()
     for r in $(seq 0 $((n - 1))); do
-        "$out/gloo_allreduce" "$r" $n "$out/store" $max >"$out/gloo.$r" &
+        "$out/gloo_allreduce" "$r" $n "$out/store" "$1" >"$out/gloo.$r" &
         pids+=($!)
     done
     for r in "${pids[@]}"; do wait "$r"; done
-    awk '$1 ~ /^[0-9]+$/ && $1 >= 65536 {print $1, $2}' "$out/gloo.0"
+    awk -v s="$1" '$1 == s {print $1, $2}' "$out/gloo.0"
 }
 
 # Once, logged: both ranks' net transport ran on the socket net (not shm, not a plugin).
@@ -82,13 +78,15 @@ got=$(grep -c "net transport: net Socket," "$out/check" || true)
 
 load0=$(load)
 for r in $(seq "$rounds"); do
-    {
-        zinc | sed 's/^/zinc /'
-        zinc ZINC_SOCKET_NTHREADS=2 ZINC_NSOCKS_PERTHREAD=2 | sed 's/^/zinc22 /'
-        zinc_sr | sed 's/^/sr /'
-        mpi | sed 's/^/mpi /'
-        gloo | sed 's/^/gloo /'
-    } >>"$out/all"
+    for s in $sizes; do
+        {
+            zinc all_reduce "$s" | sed 's/^/zinc /'
+            zinc all_reduce "$s" ZINC_SOCKET_NTHREADS=2 ZINC_NSOCKS_PERTHREAD=2 | sed 's/^/zinc22 /'
+            zinc sendrecv "$s" | sed 's/^/sr /'
+            mpi "$s" | sed 's/^/mpi /'
+            gloo "$s" | sed 's/^/gloo /'
+        } >>"$out/all"
+    done
 done
 load1=$(load)
 # median time per configuration and size, then busbw
@@ -115,10 +113,10 @@ echo "is zinc's 2-rank sendrecv of N bytes both ways at once through the same ne
 echo "way, no reduction): what this link carries both ways at that size. The \"needs\" columns are"
 echo "the busbw (= the rate each way) that the targets ask for."
 echo
-echo "| bytes | sendrecv GB/s | 1.2x MPI needs | 5x Gloo needs | zinc / sendrecv |"
-echo "| ---: | ---: | ---: | ---: | ---: |"
+echo "| bytes | sendrecv GB/s | 1.2x MPI needs | 5x Gloo needs | zinc / sendrecv | MPI / sendrecv |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
 join "$out/sr.bw" "$out/mpi.bw" | join - "$out/gloo.bw" | join - "$out/zinc.bw" | awk '{
-    printf "| %s | %.3f | %.3f | %.3f | %.2f |\n", $1, $2, 1.2 * $3, 5 * $4, $5 / $2 }' | sort -t'|' -k2,2n
+    printf "| %s | %.3f | %.3f | %.3f | %.2f | %.2f |\n", $1, $2, 1.2 * $3, 5 * $4, $5 / $2, $3 / $2 }' | sort -t'|' -k2,2n
 echo
 echo "runs (time us per configuration and size, zinc: out-of-place and in-place per round):"
 echo
