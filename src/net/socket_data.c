@@ -274,8 +274,8 @@ static int send_step(struct nsock_comm *c, struct nsock_req *r, int *err)
     if (c->hdr_done < ZN_NSOCK_HDR_LEN) {
         /* With the inline payload in the same call: no segment of its own for the header. */
         size_t left = ZN_NSOCK_HDR_LEN - c->hdr_done;
-        *err = zn_sock_send2_some(c->ctrl_fd, c->hdr + c->hdr_done, left, r->data[0], inline_len,
-                                  &n);
+        *err =
+            zn_sock_send2_some(c->ctrl_fd, c->hdr + c->hdr_done, left, r->data[0], inline_len, &n);
         c->hdr_done += n < left ? n : left;
         c->pay_done += n > left ? n - left : 0;
         if (*err || c->hdr_done < ZN_NSOCK_HDR_LEN) return n > 0;

@@ -304,8 +304,7 @@ int zn_sock_send_some(int fd, const void *buf, size_t len, size_t *done)
     return 0;
 }
 
-int zn_sock_send2_some(int fd, const void *a, size_t alen, const void *b, size_t blen,
-                       size_t *done)
+int zn_sock_send2_some(int fd, const void *a, size_t alen, const void *b, size_t blen, size_t *done)
 {
     *done = 0;
     if (alen + blen == 0) return 0;

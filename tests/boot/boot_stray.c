@@ -46,15 +46,8 @@ static void dump_log(void);
         }                                                                                  \
     } while (0)
 
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(report, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(report, __VA_ARGS__);                                   \
-            fprintf(report, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
+#define EXPECT_STREAM report
+#include "../unit/expect.h"
 
 /* --- the captured log ------------------------------------------------------------------- */
 

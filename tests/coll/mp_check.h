@@ -39,15 +39,7 @@
         }                                                                                       \
     } while (0)
 
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
+#include "../unit/expect.h"
 
 /* ncclCommGetAsyncError until comm leaves ncclInProgress (about 60 s at most); its state. */
 static inline ncclResult_t mp_wait(ncclComm_t comm)

@@ -96,8 +96,8 @@ static int gn_push(struct gn_rank *r, int ch, struct gn_chan *c)
 {
     uint64_t pos = c->sent;
     if (pos >= GN_SLOTS) return 0;
-    uint64_t acked = __atomic_load_n(gn_word(r->sh_next, ZN_DEV_ACK_OFF, r->next, ch),
-                                     __ATOMIC_ACQUIRE);
+    uint64_t acked =
+        __atomic_load_n(gn_word(r->sh_next, ZN_DEV_ACK_OFF, r->next, ch), __ATOMIC_ACQUIRE);
     if (pos >= ZN_DEV_NBUF && acked < pos + 1 - ZN_DEV_NBUF) return 0;
     size_t n = gn_bytes(pos);
     pattern_fill(gn_slot(r->sh_next, r->me, ch, pos), n, r->me, r->next, pos * GN_NCH + ch);
@@ -112,12 +112,12 @@ static int gn_pull(struct gn_rank *r, int ch, struct gn_chan *c)
 {
     uint64_t pos = c->recvd;
     if (pos >= GN_SLOTS) return 0;
-    uint64_t ready = __atomic_load_n(gn_word(r->sh_prev, ZN_DEV_READY_OFF, r->prev, ch),
-                                     __ATOMIC_ACQUIRE);
+    uint64_t ready =
+        __atomic_load_n(gn_word(r->sh_prev, ZN_DEV_READY_OFF, r->prev, ch), __ATOMIC_ACQUIRE);
     if (ready < pos + 1) return 0;
     size_t n = gn_bytes(pos);
-    size_t bad = pattern_check(gn_slot(r->sh_prev, r->prev, ch, pos), n, r->prev, r->me,
-                               pos * GN_NCH + ch);
+    size_t bad =
+        pattern_check(gn_slot(r->sh_prev, r->prev, ch, pos), n, r->prev, r->me, pos * GN_NCH + ch);
     if (bad != (size_t)-1)
         return fail_at(__FILE__, __LINE__, "slot bytes",
                        "channel %d slot %llu from rank %d: byte %zu of %zu is wrong", ch,
@@ -191,9 +191,10 @@ int sc_gpunet_abort(struct rank_env *e)
         double t0 = now_s();
         uint64_t acked = 0;
         while (acked < ZN_DEV_NBUF && now_s() - t0 < 30)
-            acked = __atomic_load_n(gn_word(r.sh_next, ZN_DEV_ACK_OFF, r.next, 0),
-                                    __ATOMIC_ACQUIRE);
-        CHECK(acked >= ZN_DEV_NBUF, "the engine sent %llu slots in 30 s", (unsigned long long)acked);
+            acked =
+                __atomic_load_n(gn_word(r.sh_next, ZN_DEV_ACK_OFF, r.next, 0), __ATOMIC_ACQUIRE);
+        CHECK(acked >= ZN_DEV_NBUF, "the engine sent %llu slots in 30 s",
+              (unsigned long long)acked);
         CHECK(acked < flood, "the engine sent all %llu slots to a peer that reads nothing",
               (unsigned long long)flood);
         r.abort_word = 1;
