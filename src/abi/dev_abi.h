@@ -30,10 +30,11 @@
 
 #define ZN_DEV_MAX_RANKS   8   /* GPUs of one host on the p2p path */
 #define ZN_DEV_MAX_CH      128 /* channels: thread blocks of a kernel */
-#define ZN_DEV_NBUF        2   /* slots per FIFO */
+#define ZN_DEV_NBUF        2   /* slots per FIFO between GPUs of one host */
+#define ZN_DEV_NET_NBUF    8   /* slots per FIFO through a net shadow (NCCL's NCCL_STEPS) */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 8
+#define ZN_DEV_ABI_VERSION 9
 
 #define ZN_DEV_CTRL_WORDS  (8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
@@ -52,14 +53,17 @@
 #define ZN_DEV_ZCRECV_OFF (ZN_DEV_ZCSEND_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_DATA_OFF   65536 /* control area, padded */
 /* Net shadows. A ring neighbour r on another host has no arena this GPU can map: arena[r] points
- * at a shadow instead, an arena-shaped block of pinned host memory that the kernels write as if
- * it were the peer's arena (the slots of row `rank`, ready[rank][ch], ack[rank][ch]) and that
- * the proxy's GPU net engine (proxy/gpunet.h) reads and carries over the net. What comes from
- * r, the engine stores in the same shadow, in row r: r's slots and ready[r][ch] (written into
- * the own arena for a peer on this host), and ack[r][ch], the count of our slots it took
- * (kernels find both through fifo.cuh's inbox()). Nobody keeps counters in a shadow, so its
- * sent rows hold what the engine needs besides: the bytes of the slot last committed into
- * buffer buf of channel ch, at ctrl word (buf, ch) of this offset. */
+ * at a shadow instead, a block of pinned host memory with an arena's control words that the
+ * kernels write as if it were the peer's arena (ready[rank][ch], ack[rank][ch]) and that the
+ * proxy's GPU net engine (proxy/gpunet.h) reads and carries over the net. What comes from r,
+ * the engine stores in the same shadow: r's slots and ready[r][ch] (written into the own arena
+ * for a peer on this host), and ack[r][ch], the count of our slots it took (kernels find both
+ * through fifo.cuh's inbox()). Its slots are not an arena's: ZN_DEV_NET_NBUF per FIFO, for the
+ * net's latency and for peers whose kernels do not run at the same time, in two rows, 0 for
+ * the slots this rank sends to r and 1 for those r sends (one shadow serves both when r is
+ * both ring neighbours). Nobody keeps counters in a shadow, so its sent rows hold what the
+ * engine needs besides: the bytes of the slot last committed into buffer buf of channel ch,
+ * at ctrl word (buf, ch) of this offset. */
 #define ZN_DEV_NETSIZE_OFF ZN_DEV_SENT_OFF
 /* Low-latency (LL) buffers: 16-byte packets of 8 data bytes, each 4 data bytes next to a 4-byte
  * flag, so that a reader needs no separate ready flag and no fence: per (src, ch), two
@@ -77,6 +81,11 @@
 static_assert(8 * ZN_DEV_CTRL_WORDS <= ZN_DEV_DATA_OFF, "control area fits its page");
 #else
 _Static_assert(8 * ZN_DEV_CTRL_WORDS <= ZN_DEV_DATA_OFF, "control area fits its page");
+#endif
+#ifdef __cplusplus
+static_assert(ZN_DEV_NET_NBUF <= ZN_DEV_MAX_RANKS, "a net slot's size word per buffer fits");
+#else
+_Static_assert(ZN_DEV_NET_NBUF <= ZN_DEV_MAX_RANKS, "a net slot's size word per buffer fits");
 #endif
 
 /* Arena layout for a communicator of nranks ranks, nch channels (the communicator's most; the
@@ -104,6 +113,21 @@ ZN_DEV_HD static inline size_t zn_dev_slot_off(int src, int ch, int nch, int buf
 {
     return ZN_DEV_DATA_OFF +
            (((size_t)src * (size_t)nch + (size_t)ch) * ZN_DEV_NBUF + (size_t)buf) * slot_bytes;
+}
+
+/* Offset of slot (row, ch, buf) in a net shadow: row 0 holds what this rank sends, row 1 what
+ * it receives. */
+ZN_DEV_HD static inline size_t zn_dev_net_slot_off(int row, int ch, int nch, int buf,
+                                                   size_t slot_bytes)
+{
+    return ZN_DEV_DATA_OFF +
+           (((size_t)row * (size_t)nch + (size_t)ch) * ZN_DEV_NET_NBUF + (size_t)buf) * slot_bytes;
+}
+
+/* Size of a net shadow. */
+ZN_DEV_HD static inline size_t zn_dev_net_shadow_bytes(int nch, size_t slot_bytes)
+{
+    return zn_dev_net_slot_off(2, 0, nch, 0, slot_bytes);
 }
 
 /* Offset of LL buffer (src, ch, buf) in an arena. */

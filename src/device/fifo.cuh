@@ -89,14 +89,22 @@ __device__ __forceinline__ uint8_t *inbox(const Chan &s, int peer)
     return net_peer(s, peer) ? s.c->arena[peer] : s.c->arena[s.me];
 }
 
-__device__ __forceinline__ uint8_t *slot_in(const Chan &s, uint8_t *base, int src, uint64_t pos)
+/* Slots per FIFO with peer: deeper through a net shadow (dev_abi.h). */
+__device__ __forceinline__ int depth(const Chan &s, int peer)
 {
-    return base + zn_dev_slot_off(src, s.ch, s.c->nch, (int)(pos % ZN_DEV_NBUF), s.c->slot_bytes);
+    return net_peer(s, peer) ? ZN_DEV_NET_NBUF : ZN_DEV_NBUF;
 }
 
-__device__ __forceinline__ uint8_t *slot(const Chan &s, int owner, int src, uint64_t pos)
+/* Slot pos of the FIFO from src to this rank (src != me, in inbox(s, src)) or from this rank
+ * to peer (src == me, in arena[peer]). */
+__device__ __forceinline__ uint8_t *fifo_slot(const Chan &s, int peer, int src, uint64_t pos)
 {
-    return slot_in(s, s.c->arena[owner], src, pos);
+    if (net_peer(s, peer))
+        return s.c->arena[peer] + zn_dev_net_slot_off(src != s.me, s.ch, s.c->nch,
+                                                      (int)(pos % ZN_DEV_NET_NBUF),
+                                                      s.c->slot_bytes);
+    uint8_t *base = src == s.me ? s.c->arena[peer] : s.c->arena[s.me];
+    return base + zn_dev_slot_off(src, s.ch, s.c->nch, (int)(pos % ZN_DEV_NBUF), s.c->slot_bytes);
 }
 
 /* Thread 0 only: spin until *p >= v. Returns 0 on timeout / abort (error word written). */
@@ -209,13 +217,12 @@ __device__ void copy_scaled(T *dst, const T *src, uint64_t n, int premul, T scal
  * the wait failed). Fill it, then commit(). */
 template <typename T> __device__ T *reserve(Chan &s, int dst)
 {
-    uint64_t pos = s.sent[dst];
-    if (threadIdx.x == 0 && pos >= ZN_DEV_NBUF)
-        s.fail =
-            !wait_geq(s, ctrl(inbox(s, dst), ZN_DEV_ACK_OFF, dst, s.ch), pos + 1 - ZN_DEV_NBUF);
+    uint64_t pos = s.sent[dst], nb = (uint64_t)depth(s, dst);
+    if (threadIdx.x == 0 && pos >= nb)
+        s.fail = !wait_geq(s, ctrl(inbox(s, dst), ZN_DEV_ACK_OFF, dst, s.ch), pos + 1 - nb);
     __syncthreads();
     if (s.fail) return nullptr;
-    return (T *)slot(s, dst, s.me, pos);
+    return (T *)fifo_slot(s, dst, s.me, pos);
 }
 
 /* Block-wide: the reserved slots of dst (one peer), or of every peer (dst < 0), are filled;
@@ -232,7 +239,7 @@ static __device__ void commit(Chan &s, int dst, uint64_t bytes = ~0ull)
             for (int k = 1; k < s.n; k++) {
                 int d = (s.me + k) % s.n;
                 if ((dst >= 0 && d != dst) || !((s.c->net_mask >> d) & 1)) continue;
-                *ctrl(s.c->arena[d], ZN_DEV_NETSIZE_OFF, (int)(s.sent[d] % ZN_DEV_NBUF), s.ch) =
+                *ctrl(s.c->arena[d], ZN_DEV_NETSIZE_OFF, (int)(s.sent[d] % ZN_DEV_NET_NBUF), s.ch) =
                     bytes < s.c->slot_bytes ? bytes : s.c->slot_bytes;
             }
         __threadfence_system();
@@ -273,7 +280,7 @@ template <typename T> __device__ const T *consume(Chan &s, int src)
     }
     __syncthreads();
     if (s.fail) return nullptr;
-    return (const T *)slot_in(s, box, src, pos);
+    return (const T *)fifo_slot(s, src, src, pos);
 }
 
 /* Block-wide: the slot of src read last is free again. */
@@ -291,10 +298,9 @@ static __device__ void release(Chan &s, int src)
 /* Non-blocking tests for the send/recv engine (thread 0 looks, the block learns). */
 static __device__ int can_push(Chan &s, int dst)
 {
-    uint64_t pos = s.sent[dst];
+    uint64_t pos = s.sent[dst], nb = (uint64_t)depth(s, dst);
     if (threadIdx.x == 0)
-        s.flag = pos < ZN_DEV_NBUF ||
-                 *ctrl(inbox(s, dst), ZN_DEV_ACK_OFF, dst, s.ch) >= pos + 1 - ZN_DEV_NBUF;
+        s.flag = pos < nb || *ctrl(inbox(s, dst), ZN_DEV_ACK_OFF, dst, s.ch) >= pos + 1 - nb;
     __syncthreads();
     int r = s.flag;
     __syncthreads();

@@ -21,7 +21,7 @@
 struct gn_dir {
     void *comm; /* send comm (to next) or recv comm (from prev) */
     void *mh;   /* the shadow's registration on comm */
-    void *req[ZN_DEV_NBUF];
+    void *req[ZN_DEV_NET_NBUF];
     uint64_t posted, done; /* slots handed to the net / completed by it */
     int closed;            /* receiving: the peer closed the connection (see peer_closed) */
 };
@@ -61,9 +61,10 @@ static volatile uint64_t *word(uint8_t *base, size_t off, int peer, int ch)
     return (volatile uint64_t *)(base + zn_dev_ctrl_off(off, peer, ch));
 }
 
-static uint8_t *slot_at(const struct zn_gpunet *g, uint8_t *base, int src, int ch, int buf)
+/* Slot buf of channel ch in a shadow: row 0 what we send, row 1 what we receive (dev_abi.h). */
+static uint8_t *slot_at(const struct zn_gpunet *g, uint8_t *base, int row, int ch, int buf)
 {
-    return base + zn_dev_slot_off(src, ch, g->cfg.nch, buf, g->cfg.slot_bytes);
+    return base + zn_dev_net_slot_off(row, ch, g->cfg.nch, buf, g->cfg.slot_bytes);
 }
 
 /* Stop for good: record why, end the kernels, log once. */
@@ -121,13 +122,13 @@ static int send_step(struct zn_gpunet *g, int ch)
     int moved = 0;
     uint64_t ready =
         __atomic_load_n(word(g->sh_next, ZN_DEV_READY_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
-    while (d->posted < ready && d->posted - d->done < ZN_DEV_NBUF) {
-        int b = (int)(d->posted % ZN_DEV_NBUF);
+    while (d->posted < ready && d->posted - d->done < ZN_DEV_NET_NBUF) {
+        int b = (int)(d->posted % ZN_DEV_NET_NBUF);
         size_t size = (size_t)*word(g->sh_next, ZN_DEV_NETSIZE_OFF, b, ch);
         if (size > g->cfg.slot_bytes) size = g->cfg.slot_bytes;
         void *req = NULL;
-        if (net->isend(d->comm, slot_at(g, g->sh_next, g->rank, ch, b), size, 0, d->mh, NULL,
-                       &req) != ncclSuccess)
+        if (net->isend(d->comm, slot_at(g, g->sh_next, 0, ch, b), size, 0, d->mh, NULL, &req) !=
+            ncclSuccess)
             return fail(g, "GPU net proxy: rank %d: sending channel %d slot %llu to %s failed",
                         g->rank, ch, (unsigned long long)d->posted, g->who_next);
         if (!req) break; /* the net asks to retry later */
@@ -138,7 +139,7 @@ static int send_step(struct zn_gpunet *g, int ch)
     uint64_t done0 = d->done;
     while (d->done < d->posted) {
         int fin = 0, size = 0;
-        if (net->test(d->req[d->done % ZN_DEV_NBUF], &fin, &size) != ncclSuccess)
+        if (net->test(d->req[d->done % ZN_DEV_NET_NBUF], &fin, &size) != ncclSuccess)
             return fail(g, "GPU net proxy: rank %d: sending channel %d to %s failed", g->rank, ch,
                         g->who_next);
         if (!fin) break;
@@ -160,9 +161,9 @@ static int recv_step(struct zn_gpunet *g, int ch)
     if (d->closed) return 0;
     uint64_t drained =
         __atomic_load_n(word(g->sh_prev, ZN_DEV_ACK_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
-    while (d->posted < drained + ZN_DEV_NBUF) {
-        int b = (int)(d->posted % ZN_DEV_NBUF);
-        void *data = slot_at(g, g->sh_prev, prev, ch, b), *req = NULL;
+    while (d->posted < drained + ZN_DEV_NET_NBUF) {
+        int b = (int)(d->posted % ZN_DEV_NET_NBUF);
+        void *data = slot_at(g, g->sh_prev, 1, ch, b), *req = NULL;
         size_t size = g->cfg.slot_bytes;
         int tag = 0;
         if (net->irecv(d->comm, 1, &data, &size, &tag, &d->mh, NULL, &req) != ncclSuccess)
@@ -173,7 +174,7 @@ static int recv_step(struct zn_gpunet *g, int ch)
         moved = 1;
     }
     while (d->done < d->posted) {
-        int b = (int)(d->done % ZN_DEV_NBUF), fin = 0, size = 0;
+        int b = (int)(d->done % ZN_DEV_NET_NBUF), fin = 0, size = 0;
         if (net->test(d->req[b], &fin, &size) != ncclSuccess) return peer_closed(g, ch);
         if (!fin) break;
         if ((size_t)size > g->cfg.slot_bytes)
@@ -316,7 +317,7 @@ static ncclResult_t connect_all(struct zn_gpunet *g, const struct gn_addr *all)
 
 static ncclResult_t alloc_shadows(struct zn_gpunet *g, uint8_t *shadow_dev[])
 {
-    g->sh_bytes = zn_dev_ll_off(g->nranks, g->cfg.nch, g->cfg.slot_bytes);
+    g->sh_bytes = zn_dev_net_shadow_bytes(g->cfg.nch, g->cfg.slot_bytes);
     ncclResult_t (*alloc)(void **, void **, size_t) =
         g->cfg.shadow_alloc ? g->cfg.shadow_alloc : zn_cuda_host_alloc;
     void *h = NULL, *d = NULL;

@@ -9,11 +9,15 @@
  * slot costs no copy-engine work and no GPU time besides the kernel's own loads and stores
  * (NCCL's net transport without GPUDirect works the same way):
  *
- *   sending (next is remote): kernel fills slot k of shadow(next), raises ready[me][ch]
+ * Each FIFO through a shadow has ZN_DEV_NET_NBUF slots (NCCL's NCCL_STEPS), four times the
+ * NVLink path's: the net's round trip, and peers whose kernels take turns on a GPU, need more
+ * in flight per channel than two slots.
+ *
+ *   sending (next is remote): kernel fills slot k of row 0 of shadow(next), raises ready[me][ch]
  *     -> engine isends the slot (its byte count from ZN_DEV_NETSIZE_OFF) -> when the send
  *     completes, stores the count of sent slots into ack[next][ch] of shadow(next), where the
  *     kernel's reserve() waits for it.
- *   receiving (prev is remote): engine irecvs into slot k of row prev of shadow(prev) once
+ *   receiving (prev is remote): engine irecvs into slot k of row 1 of shadow(prev) once
  *     the kernel drained it (ack[me][ch] in shadow(prev), written by release()) -> when the
  *     receive completes, stores the new count into ready[prev][ch] of shadow(prev) (a release
  *     store after the bytes); the kernel's consume() waits for it, fences system-wide and

@@ -20,7 +20,7 @@
 
 #define GN_NCH   2
 #define GN_SLOT  (64 * 1024)
-#define GN_SLOTS 300 /* per channel and direction, many times ZN_DEV_NBUF */
+#define GN_SLOTS 300 /* per channel and direction, many times ZN_DEV_NET_NBUF */
 
 static ncclResult_t plain_alloc(void **host, void **dev, size_t size)
 {
@@ -40,9 +40,10 @@ static volatile uint64_t *gn_word(uint8_t *base, size_t off, int peer, int ch)
     return (volatile uint64_t *)(base + zn_dev_ctrl_off(off, peer, ch));
 }
 
-static uint8_t *gn_slot(uint8_t *base, int src, int ch, uint64_t pos)
+/* Row 0: the slots this rank sends; row 1: those it receives. */
+static uint8_t *gn_slot(uint8_t *base, int row, int ch, uint64_t pos)
 {
-    return base + zn_dev_slot_off(src, ch, GN_NCH, (int)(pos % ZN_DEV_NBUF), GN_SLOT);
+    return base + zn_dev_net_slot_off(row, ch, GN_NCH, (int)(pos % ZN_DEV_NET_NBUF), GN_SLOT);
 }
 
 /* Bytes of slot pos: full slots, and now and then a short or empty one. */
@@ -98,10 +99,10 @@ static int gn_push(struct gn_rank *r, int ch, struct gn_chan *c)
     if (pos >= GN_SLOTS) return 0;
     uint64_t acked =
         __atomic_load_n(gn_word(r->sh_next, ZN_DEV_ACK_OFF, r->next, ch), __ATOMIC_ACQUIRE);
-    if (pos >= ZN_DEV_NBUF && acked < pos + 1 - ZN_DEV_NBUF) return 0;
+    if (pos >= ZN_DEV_NET_NBUF && acked < pos + 1 - ZN_DEV_NET_NBUF) return 0;
     size_t n = gn_bytes(pos);
-    pattern_fill(gn_slot(r->sh_next, r->me, ch, pos), n, r->me, r->next, pos * GN_NCH + ch);
-    *gn_word(r->sh_next, ZN_DEV_NETSIZE_OFF, (int)(pos % ZN_DEV_NBUF), ch) = n;
+    pattern_fill(gn_slot(r->sh_next, 0, ch, pos), n, r->me, r->next, pos * GN_NCH + ch);
+    *gn_word(r->sh_next, ZN_DEV_NETSIZE_OFF, (int)(pos % ZN_DEV_NET_NBUF), ch) = n;
     __atomic_store_n(gn_word(r->sh_next, ZN_DEV_READY_OFF, r->me, ch), pos + 1, __ATOMIC_RELEASE);
     c->sent++;
     return 1;
@@ -117,7 +118,7 @@ static int gn_pull(struct gn_rank *r, int ch, struct gn_chan *c)
     if (ready < pos + 1) return 0;
     size_t n = gn_bytes(pos);
     size_t bad =
-        pattern_check(gn_slot(r->sh_prev, r->prev, ch, pos), n, r->prev, r->me, pos * GN_NCH + ch);
+        pattern_check(gn_slot(r->sh_prev, 1, ch, pos), n, r->prev, r->me, pos * GN_NCH + ch);
     if (bad != (size_t)-1)
         return fail_at(__FILE__, __LINE__, "slot bytes",
                        "channel %d slot %llu from rank %d: byte %zu of %zu is wrong", ch,
@@ -128,7 +129,7 @@ static int gn_pull(struct gn_rank *r, int ch, struct gn_chan *c)
 }
 
 /* gpunet: every rank pushes GN_SLOTS slots per channel to next and checks every byte of the
- * GN_SLOTS it gets from prev; the engine carries them in FIFO order with only ZN_DEV_NBUF slots
+ * GN_SLOTS it gets from prev; the engine carries them in FIFO order with only ZN_DEV_NET_NBUF slots
  * of room, so the ack and ready counts must turn over correctly many times. */
 int sc_gpunet(struct rank_env *e)
 {
@@ -182,7 +183,7 @@ int sc_gpunet_abort(struct rank_env *e)
          * would wait for acks; the engine only reads ready and the slot sizes. */
         const uint64_t flood = 4096;
         for (int ch = 0; ch < GN_NCH; ch++) {
-            for (int b = 0; b < ZN_DEV_NBUF; b++)
+            for (int b = 0; b < ZN_DEV_NET_NBUF; b++)
                 *gn_word(r.sh_next, ZN_DEV_NETSIZE_OFF, b, ch) = GN_SLOT;
             __atomic_store_n(gn_word(r.sh_next, ZN_DEV_READY_OFF, r.me, ch), flood,
                              __ATOMIC_RELEASE);
@@ -190,10 +191,10 @@ int sc_gpunet_abort(struct rank_env *e)
         /* Wait until the engine has sent something (it runs), then for its sends to stall. */
         double t0 = now_s();
         uint64_t acked = 0;
-        while (acked < ZN_DEV_NBUF && now_s() - t0 < 30)
+        while (acked < ZN_DEV_NET_NBUF && now_s() - t0 < 30)
             acked =
                 __atomic_load_n(gn_word(r.sh_next, ZN_DEV_ACK_OFF, r.next, 0), __ATOMIC_ACQUIRE);
-        CHECK(acked >= ZN_DEV_NBUF, "the engine sent %llu slots in 30 s",
+        CHECK(acked >= ZN_DEV_NET_NBUF, "the engine sent %llu slots in 30 s",
               (unsigned long long)acked);
         CHECK(acked < flood, "the engine sent all %llu slots to a peer that reads nothing",
               (unsigned long long)flood);
