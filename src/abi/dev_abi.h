@@ -5,7 +5,8 @@
  * GPU arena. Every rank of a cuda communicator whose GPUs can all reach each other owns one
  * arena in its device memory, mapped into every peer (p2p transport). Between each ordered
  * pair of ranks (src -> dst) and each channel (one thread block of a kernel) there is a FIFO of
- * ZN_DEV_NBUF slots that lives in dst's arena; src pushes into it, dst consumes from it:
+ * nbuf slots that lives in dst's arena; src pushes into it, dst consumes from it (nbuf:
+ * ZN_DEV_NBUF, or ZN_DEV_NET_NBUF for a communicator across hosts, zn_dev_comm):
  *
  *   arena of rank d:
  *   +--------------------------------------------------------------+ 0
@@ -30,8 +31,8 @@
 
 #define ZN_DEV_MAX_RANKS   8   /* GPUs of one host on the p2p path */
 #define ZN_DEV_MAX_CH      128 /* channels: thread blocks of a kernel */
-#define ZN_DEV_NBUF        2   /* slots per FIFO between GPUs of one host */
-#define ZN_DEV_NET_NBUF    8   /* slots per FIFO through a net shadow (NCCL's NCCL_STEPS) */
+#define ZN_DEV_NBUF        2   /* slots per FIFO of a communicator on one host */
+#define ZN_DEV_NET_NBUF    8   /* slots per FIFO of one across hosts (NCCL's NCCL_STEPS) */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
 #define ZN_DEV_ABI_VERSION 9
@@ -89,16 +90,16 @@ _Static_assert(ZN_DEV_NET_NBUF <= ZN_DEV_MAX_RANKS, "a net slot's size word per 
 #endif
 
 /* Arena layout for a communicator of nranks ranks, nch channels (the communicator's most; the
- * control words always have room for ZN_DEV_MAX_CH) and this slot size: control words, then
- * the FIFO slots (src, ch, buf), then the LL buffers (src, ch, 2). */
-ZN_DEV_HD static inline size_t zn_dev_ll_off(int nranks, int nch, size_t slot_bytes)
+ * control words always have room for ZN_DEV_MAX_CH), nbuf slots per FIFO and this slot size:
+ * control words, then the FIFO slots (src, ch, buf), then the LL buffers (src, ch, 2). */
+ZN_DEV_HD static inline size_t zn_dev_ll_off(int nranks, int nch, int nbuf, size_t slot_bytes)
 {
-    return ZN_DEV_DATA_OFF + (size_t)nranks * (size_t)nch * ZN_DEV_NBUF * slot_bytes;
+    return ZN_DEV_DATA_OFF + (size_t)nranks * (size_t)nch * (size_t)nbuf * slot_bytes;
 }
 
-ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nranks, int nch, size_t slot_bytes)
+ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nranks, int nch, int nbuf, size_t slot_bytes)
 {
-    return zn_dev_ll_off(nranks, nch, slot_bytes) +
+    return zn_dev_ll_off(nranks, nch, nbuf, slot_bytes) +
            (size_t)nranks * (size_t)nch * 2 * ZN_DEV_LL_BYTES;
 }
 
@@ -108,11 +109,12 @@ ZN_DEV_HD static inline size_t zn_dev_ctrl_off(size_t off, int peer, int ch)
     return off + ((size_t)peer * ZN_DEV_MAX_CH + (size_t)ch) * 8;
 }
 
-/* Offset of slot (src, ch, buf) in an arena. */
-ZN_DEV_HD static inline size_t zn_dev_slot_off(int src, int ch, int nch, int buf, size_t slot_bytes)
+/* Offset of slot (src, ch, buf) in an arena of nbuf slots per FIFO. */
+ZN_DEV_HD static inline size_t zn_dev_slot_off(int src, int ch, int nch, int nbuf, int buf,
+                                               size_t slot_bytes)
 {
     return ZN_DEV_DATA_OFF +
-           (((size_t)src * (size_t)nch + (size_t)ch) * ZN_DEV_NBUF + (size_t)buf) * slot_bytes;
+           (((size_t)src * (size_t)nch + (size_t)ch) * (size_t)nbuf + (size_t)buf) * slot_bytes;
 }
 
 /* Offset of slot (row, ch, buf) in a net shadow: row 0 holds what this rank sends, row 1 what
@@ -170,8 +172,11 @@ struct zn_dev_comm {
     uint64_t ll_off;     /* offset of the LL buffers in every arena */
     uint64_t timeout_ns; /* a wait without progress longer than this fails */
     int32_t rank, nranks;
-    int32_t nch;                   /* channels the arena has room for (no kernel launches more) */
-    int32_t ring_pos;              /* this rank's position on the ring */
+    int32_t nch;        /* channels the arena has room for (no kernel launches more) */
+    int32_t ring_pos;   /* this rank's position on the ring */
+    int32_t nbuf;       /* slots per FIFO in the arenas (a net shadow: ZN_DEV_NET_NBUF) */
+    int32_t ring_steps; /* slots per piece of a ring step, nbuf / 2: a FIFO holds the piece
+                           being drained and the next one (NCCL's chunk steps) */
     int8_t ring[ZN_DEV_MAX_RANKS]; /* rank at each ring position (neighbours reach each other) */
     uint8_t net_mask;              /* bit r: arena[r] is a net shadow (ZN_DEV_NETSIZE_OFF) */
 };

@@ -22,25 +22,78 @@ static __device__ Ring ring_of(const zn_dev_comm &c)
     return { p, c.ring[(p + 1) % n], c.ring[(p + n - 1) % n] };
 }
 
-/* Block-wide, one reduce step of a ring: the next slot from prev reduced with this rank's own
+/* A ring step moves a piece of up to ring_steps slots (zn_dev_comm), one slot at a time, so that
+ * a rank fills several slots to next before it waits for prev (NCCL's chunk steps): the FIFOs
+ * hold nbuf = 2 x ring_steps slots, the piece being drained and the next one, so no ring of
+ * such steps can wait on itself. A piece takes ceil(cnt / slot) slots, and one when it is
+ * empty, counted alike on both ends of a hop. */
+template <typename T> struct Sub {
+    uint64_t per, off, len;
+    __device__ Sub(const Chan &s, uint64_t cnt) : per(s.c->slot_bytes / sizeof(T)), off(0)
+    {
+        len = cnt < per ? cnt : per;
+    }
+    __device__ bool next(uint64_t cnt)
+    {
+        off += len;
+        len = cnt - off < per ? cnt - off : per;
+        return off < cnt;
+    }
+};
+
+/* Block-wide: a piece of cnt elements from src (PreMulSum scales it) to next. */
+template <typename T>
+__device__ bool ring_push(Chan &s, int next, const T *src, uint64_t cnt, int premul = 0, T sc = T())
+{
+    Sub<T> u(s, cnt);
+    do {
+        if (!push<T>(s, next, src + u.off, u.len, premul, sc)) return false;
+    } while (u.next(cnt));
+    return true;
+}
+
+/* Block-wide, one reduce step of a ring: the next piece from prev reduced with this rank's own
  * operand `own` (cnt elements; PreMulSum scales own). The result goes to `out` (the final
- * output; NULL on intermediate steps) and, when `forward`, into a slot to next (committed), in
- * the same pass. Releases prev's slot. post_div only on the last step. Returns false if a wait
- * failed. */
+ * output; NULL on intermediate steps) and, when `forward`, into slots to next (committed), in
+ * the same pass. Releases prev's slots. post_div only on the last step. Returns false if a
+ * wait failed. */
 template <typename T>
 __device__ bool ring_reduce_step(Chan &s, const zn_dev_coll_args &a, const Ring &g, const T *own,
                                  T *out, bool forward, uint64_t cnt, T sc, int post_div)
 {
-    T *fwd = nullptr;
-    if (forward && !(fwd = reserve<T>(s, g.next))) return false;
-    const T *p = consume<T>(s, g.prev);
-    if (!p) return false;
-    const T *srcs[ZN_DEV_MAX_RANKS] = { p, own };
-    T *extra[1] = { fwd };
-    reduce_n<T>(out ? out : fwd, extra, out && fwd ? 1 : 0, srcs, 2, cnt, a.op, 1, a.premul, sc,
-                post_div);
-    release(s, g.prev);
-    if (fwd) commit(s, g.next, cnt * sizeof(T));
+    Sub<T> u(s, cnt);
+    do {
+        T *fwd = nullptr;
+        if (forward && !(fwd = reserve<T>(s, g.next))) return false;
+        const T *p = consume<T>(s, g.prev);
+        if (!p) return false;
+        const T *srcs[ZN_DEV_MAX_RANKS] = { p, own + u.off };
+        T *extra[1] = { fwd };
+        T *o = out ? out + u.off : nullptr;
+        reduce_n<T>(o ? o : fwd, extra, o && fwd ? 1 : 0, srcs, 2, u.len, a.op, 1, a.premul, sc,
+                    post_div);
+        release(s, g.prev);
+        if (fwd) commit(s, g.next, u.len * sizeof(T));
+    } while (u.next(cnt));
+    return true;
+}
+
+/* Block-wide, a copy step of a ring: the next piece from prev (cnt elements) to out and, when
+ * `forward`, in the same pass into slots to next. */
+template <typename T>
+__device__ bool ring_pass(Chan &s, const Ring &g, T *out, bool forward, uint64_t cnt)
+{
+    Sub<T> u(s, cnt);
+    do {
+        T *fwd = nullptr;
+        if (forward && !(fwd = reserve<T>(s, g.next))) return false;
+        const T *p = consume<T>(s, g.prev);
+        if (!p) return false;
+        copy_bytes2((uint8_t *)(out + u.off), (uint8_t *)fwd, (const uint8_t *)p,
+                    u.len * sizeof(T));
+        release(s, g.prev);
+        if (fwd) commit(s, g.next, u.len * sizeof(T));
+    } while (u.next(cnt));
     return true;
 }
 
@@ -56,11 +109,11 @@ template <typename T> __device__ void allreduce_ring(Chan &s, const zn_dev_coll_
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, n);
+    const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, n * a.comm.ring_steps);
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0), ps, pl;
         piece(wl, n, (g.pos + n - 1) % n, &ps, &pl);
-        if (!push<T>(s, g.next, in + w0 + ps, pl, a.premul, sc)) return;
+        if (!ring_push<T>(s, g.next, in + w0 + ps, pl, a.premul, sc)) return;
         for (int st = 1; st < n; st++) {
             int last = st == n - 1;
             piece(wl, n, (g.pos + 2 * n - 1 - st) % n, &ps, &pl);
@@ -71,14 +124,7 @@ template <typename T> __device__ void allreduce_ring(Chan &s, const zn_dev_coll_
         }
         for (int st = 1; st < n; st++) {
             piece(wl, n, (g.pos + n - st) % n, &ps, &pl);
-            T *fwd = nullptr;
-            if (st < n - 1 && !(fwd = reserve<T>(s, g.next))) return;
-            const T *p = consume<T>(s, g.prev);
-            if (!p) return;
-            copy_bytes2((uint8_t *)(out + w0 + ps), (uint8_t *)fwd, (const uint8_t *)p,
-                        pl * sizeof(T));
-            release(s, g.prev);
-            if (fwd) commit(s, g.next, pl * sizeof(T));
+            if (!ring_pass<T>(s, g, out + w0 + ps, st < n - 1, pl)) return;
         }
     }
 }
@@ -161,11 +207,11 @@ template <typename T> __device__ void reducescatter_ring(Chan &s, const zn_dev_c
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, 1);
+    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, c.ring_steps);
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
         int b = c.ring[(g.pos + n - 1) % n];
-        if (!push<T>(s, g.next, in + b * a.count + w0, wl, a.premul, sc)) return;
+        if (!ring_push<T>(s, g.next, in + b * a.count + w0, wl, a.premul, sc)) return;
         for (int st = 1; st < n; st++) {
             int last = st == n - 1;
             b = c.ring[(g.pos + 2 * n - 1 - st) % n];
@@ -189,11 +235,11 @@ template <typename T> __device__ void reduce_ring(Chan &s, const zn_dev_coll_arg
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, 1);
+    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, c.ring_steps);
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
         if (first) {
-            if (!push<T>(s, g.next, in + w0, wl, a.premul, sc)) return;
+            if (!ring_push<T>(s, g.next, in + w0, wl, a.premul, sc)) return;
             continue;
         }
         if (!ring_reduce_step<T>(s, a, g, in + w0, me == root ? out + w0 : nullptr, me != root, wl,
@@ -211,39 +257,27 @@ static __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
     const uint8_t *in = (const uint8_t *)a.sendbuf;
     uint8_t *out = (uint8_t *)a.recvbuf;
     uint64_t cnt = a.count;
-    const Span sp = span<uint8_t>(cnt, a.nch, s.ch, c.slot_bytes, 1);
+    const Span sp = span<uint8_t>(cnt, a.nch, s.ch, c.slot_bytes, c.ring_steps);
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
         if (a.coll == ZN_DEV_BROADCAST) {
             /* A chain from the root: each keeps the window and passes it on, up to the
              * position before the root. */
             if (me == root) {
-                if (!push<uint8_t>(s, g.next, in + w0, wl)) return;
+                if (!ring_push<uint8_t>(s, g.next, in + w0, wl)) return;
                 if (out != in) copy_bytes(out + w0, in + w0, wl);
                 continue;
             }
-            uint8_t *fwd = nullptr;
-            if (g.next != root && !(fwd = reserve<uint8_t>(s, g.next))) return;
-            const uint8_t *p = consume<uint8_t>(s, g.prev);
-            if (!p) return;
-            copy_bytes2(out + w0, fwd, p, wl);
-            release(s, g.prev);
-            if (fwd) commit(s, g.next, wl);
+            if (!ring_pass<uint8_t>(s, g, out + w0, g.next != root, wl)) return;
             continue;
         }
         /* Allgather: own block to next, then n-1 steps receiving the block of position p-st
          * and passing it on unless next owns it. */
-        if (!push<uint8_t>(s, g.next, in + w0, wl)) return;
+        if (!ring_push<uint8_t>(s, g.next, in + w0, wl)) return;
         if (in + w0 != out + me * cnt + w0) copy_bytes(out + me * cnt + w0, in + w0, wl);
         for (int st = 1; st < n; st++) {
             int b = c.ring[(g.pos + n - st) % n];
-            uint8_t *fwd = nullptr;
-            if (st < n - 1 && !(fwd = reserve<uint8_t>(s, g.next))) return;
-            const uint8_t *p = consume<uint8_t>(s, g.prev);
-            if (!p) return;
-            copy_bytes2(out + b * cnt + w0, fwd, p, wl);
-            release(s, g.prev);
-            if (fwd) commit(s, g.next, wl);
+            if (!ring_pass<uint8_t>(s, g, out + b * cnt + w0, st < n - 1, wl)) return;
         }
     }
 }

@@ -89,10 +89,10 @@ __device__ __forceinline__ uint8_t *inbox(const Chan &s, int peer)
     return net_peer(s, peer) ? s.c->arena[peer] : s.c->arena[s.me];
 }
 
-/* Slots per FIFO with peer: deeper through a net shadow (dev_abi.h). */
+/* Slots per FIFO with peer (dev_abi.h). */
 __device__ __forceinline__ int depth(const Chan &s, int peer)
 {
-    return net_peer(s, peer) ? ZN_DEV_NET_NBUF : ZN_DEV_NBUF;
+    return net_peer(s, peer) ? ZN_DEV_NET_NBUF : s.c->nbuf;
 }
 
 /* Slot pos of the FIFO from src to this rank (src != me, in inbox(s, src)) or from this rank
@@ -104,7 +104,9 @@ __device__ __forceinline__ uint8_t *fifo_slot(const Chan &s, int peer, int src, 
                                                       (int)(pos % ZN_DEV_NET_NBUF),
                                                       s.c->slot_bytes);
     uint8_t *base = src == s.me ? s.c->arena[peer] : s.c->arena[s.me];
-    return base + zn_dev_slot_off(src, s.ch, s.c->nch, (int)(pos % ZN_DEV_NBUF), s.c->slot_bytes);
+    int nb = s.c->nbuf;
+    return base +
+           zn_dev_slot_off(src, s.ch, s.c->nch, nb, (int)(pos % (uint64_t)nb), s.c->slot_bytes);
 }
 
 /* Thread 0 only: spin until *p >= v. Returns 0 on timeout / abort (error word written). */
