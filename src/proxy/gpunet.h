@@ -9,9 +9,10 @@
  * slot costs no copy-engine work and no GPU time besides the kernel's own loads and stores
  * (NCCL's net transport without GPUDirect works the same way):
  *
- * Each FIFO through a shadow has ZN_DEV_NET_NBUF slots (NCCL's NCCL_STEPS), four times the
- * NVLink path's: the net's round trip, and peers whose kernels take turns on a GPU, need more
- * in flight per channel than two slots.
+ * Each FIFO through a shadow has ZN_DEV_NET_NBUF slots (NCCL's NCCL_STEPS), as have the arenas
+ * of a communicator across hosts, and the ring kernels move 4 of them per step (zn_dev_comm's
+ * ring_steps): the net's round trip, and peers whose kernels take turns on a GPU, need more in
+ * flight per channel than one slot.
  *
  *   sending (next is remote): kernel fills slot k of row 0 of shadow(next), raises ready[me][ch]
  *     -> engine isends the slot (its byte count from ZN_DEV_NETSIZE_OFF) -> when the send
