@@ -52,14 +52,11 @@ __device__ bool ring_push(Chan &s, int next, const T *src, uint64_t cnt, int pre
     return true;
 }
 
-/* Block-wide, one reduce step of a ring: the next piece from prev reduced with this rank's own
- * operand `own` (cnt elements; PreMulSum scales own). The result goes to `out` (the final
- * output; NULL on intermediate steps) and, when `forward`, into slots to next (committed), in
- * the same pass. Releases prev's slots. post_div only on the last step. Returns false if a
- * wait failed. */
-template <typename T>
-__device__ bool ring_reduce_step(Chan &s, const zn_dev_coll_args &a, const Ring &g, const T *own,
-                                 T *out, bool forward, uint64_t cnt, T sc, int post_div)
+/* Block-wide, one ring step over a piece of cnt elements, slot by slot: a slot of next reserved
+ * when `forward`, prev's next slot consumed, body(prev's slot, next's slot or NULL, offset in
+ * the piece, elements) run by the block, prev's slot released and next's committed. */
+template <typename T, typename F>
+__device__ bool ring_step(Chan &s, const Ring &g, bool forward, uint64_t cnt, F body)
 {
     Sub<T> u(s, cnt);
     do {
@@ -67,15 +64,28 @@ __device__ bool ring_reduce_step(Chan &s, const zn_dev_coll_args &a, const Ring 
         if (forward && !(fwd = reserve<T>(s, g.next))) return false;
         const T *p = consume<T>(s, g.prev);
         if (!p) return false;
-        const T *srcs[ZN_DEV_MAX_RANKS] = { p, own + u.off };
-        T *extra[1] = { fwd };
-        T *o = out ? out + u.off : nullptr;
-        reduce_n<T>(o ? o : fwd, extra, o && fwd ? 1 : 0, srcs, 2, u.len, a.op, 1, a.premul, sc,
-                    post_div);
+        body(p, fwd, u.off, u.len);
         release(s, g.prev);
         if (fwd) commit(s, g.next, u.len * sizeof(T));
     } while (u.next(cnt));
     return true;
+}
+
+/* Block-wide, one reduce step of a ring: the next piece from prev reduced with this rank's own
+ * operand `own` (cnt elements; PreMulSum scales own). The result goes to `out` (the final
+ * output; NULL on intermediate steps) and, when `forward`, into slots to next, in the same
+ * pass. post_div only on the last step. Returns false if a wait failed. */
+template <typename T>
+__device__ bool ring_reduce_step(Chan &s, const zn_dev_coll_args &a, const Ring &g, const T *own,
+                                 T *out, bool forward, uint64_t cnt, T sc, int post_div)
+{
+    return ring_step<T>(s, g, forward, cnt, [&](const T *p, T *fwd, uint64_t off, uint64_t len) {
+        const T *srcs[ZN_DEV_MAX_RANKS] = { p, own + off };
+        T *extra[1] = { fwd };
+        T *o = out ? out + off : nullptr;
+        reduce_n<T>(o ? o : fwd, extra, o && fwd ? 1 : 0, srcs, 2, len, a.op, 1, a.premul, sc,
+                    post_div);
+    });
 }
 
 /* Block-wide, a copy step of a ring: the next piece from prev (cnt elements) to out and, when
@@ -83,18 +93,9 @@ __device__ bool ring_reduce_step(Chan &s, const zn_dev_coll_args &a, const Ring 
 template <typename T>
 __device__ bool ring_pass(Chan &s, const Ring &g, T *out, bool forward, uint64_t cnt)
 {
-    Sub<T> u(s, cnt);
-    do {
-        T *fwd = nullptr;
-        if (forward && !(fwd = reserve<T>(s, g.next))) return false;
-        const T *p = consume<T>(s, g.prev);
-        if (!p) return false;
-        copy_bytes2((uint8_t *)(out + u.off), (uint8_t *)fwd, (const uint8_t *)p,
-                    u.len * sizeof(T));
-        release(s, g.prev);
-        if (fwd) commit(s, g.next, u.len * sizeof(T));
-    } while (u.next(cnt));
-    return true;
+    return ring_step<T>(s, g, forward, cnt, [&](const T *p, T *fwd, uint64_t off, uint64_t len) {
+        copy_bytes2((uint8_t *)(out + off), (uint8_t *)fwd, (const uint8_t *)p, len * sizeof(T));
+    });
 }
 
 /* Per window of n pieces (piece j indexed by ring position): reduce-scatter steps st = 0..n-1,
