@@ -172,11 +172,10 @@ struct zn_dev_comm {
     uint64_t ll_off;     /* offset of the LL buffers in every arena */
     uint64_t timeout_ns; /* a wait without progress longer than this fails */
     int32_t rank, nranks;
-    int32_t nch;        /* channels the arena has room for (no kernel launches more) */
-    int32_t ring_pos;   /* this rank's position on the ring */
-    int32_t nbuf;       /* slots per FIFO in the arenas (a net shadow: ZN_DEV_NET_NBUF) */
-    int32_t ring_steps; /* slots per piece of a ring step, nbuf / 2: a FIFO holds the piece
-                           being drained and the next one (NCCL's chunk steps) */
+    int32_t nch;      /* channels the arena has room for (no kernel launches more) */
+    int32_t ring_pos; /* this rank's position on the ring */
+    int32_t nbuf;     /* slots per FIFO in the arenas (a net shadow: ZN_DEV_NET_NBUF); a
+                         ring step moves nbuf / 2 of them (coll_ring.cuh) */
     int8_t ring[ZN_DEV_MAX_RANKS]; /* rank at each ring position (neighbours reach each other) */
     uint8_t net_mask;              /* bit r: arena[r] is a net shadow (ZN_DEV_NETSIZE_OFF) */
 };

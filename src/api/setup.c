@@ -209,7 +209,6 @@ static ncclResult_t setup_cuda_words(struct ncclComm *c)
     x->dev.rank = c->rank;
     x->dev.nranks = c->nranks;
     x->dev.nbuf = ZN_DEV_NBUF;
-    x->dev.ring_steps = 1;
     x->cuda_dev = c->cuda_dev;
     x->max_ch = 1;
     x->force_algo = *zn_params()->algo ? zn_params()->algo : NULL;
@@ -401,7 +400,7 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     if (net && nch > net_nch) nch = net_nch;
     size_t slot = (size_t)want[1];
     /* Across hosts, FIFOs as deep as the net shadows' so that a ring step can move pieces of
-     * several slots (zn_dev_comm's ring_steps) on every hop: the net's round trip, and ranks
+     * several slots (nbuf / 2, coll_ring.cuh) on every hop: the net's round trip, and ranks
      * whose kernels take turns on a GPU, need more in flight than one slot per step. */
     int nbuf = net ? ZN_DEV_NET_NBUF : ZN_DEV_NBUF;
     struct zn_collmem_args args = { .bytes = zn_dev_arena_bytes(n, nch, nbuf, slot),
@@ -423,7 +422,6 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     x->dev.nch = nch;
     x->dev.slot_bytes = slot;
     x->dev.nbuf = nbuf;
-    x->dev.ring_steps = nbuf / 2;
     x->dev.ll_off = zn_dev_ll_off(n, nch, nbuf, slot);
     /* Ring mode stages what the ring kernels do not do: that needs the host path too. With
      * every peer mapped, registered buffers can be too (zero-copy). */

@@ -22,11 +22,16 @@ static __device__ Ring ring_of(const zn_dev_comm &c)
     return { p, c.ring[(p + 1) % n], c.ring[(p + n - 1) % n] };
 }
 
-/* A ring step moves a piece of up to ring_steps slots (zn_dev_comm), one slot at a time, so that
- * a rank fills several slots to next before it waits for prev (NCCL's chunk steps): the FIFOs
- * hold nbuf = 2 x ring_steps slots, the piece being drained and the next one, so no ring of
- * such steps can wait on itself. A piece takes ceil(cnt / slot) slots, and one when it is
- * empty, counted alike on both ends of a hop. */
+/* A ring step moves a piece of up to ring_steps() slots, one slot at a time, so that a rank
+ * fills several slots to next before it waits for prev (NCCL's chunk steps): a FIFO holds
+ * nbuf = 2 x ring_steps() slots, the piece being drained and the next one, so no ring of such
+ * steps can wait on itself. A piece takes ceil(cnt / slot) slots, and one when it is empty,
+ * counted alike on both ends of a hop. */
+__device__ __forceinline__ int ring_steps(const zn_dev_comm &c)
+{
+    return c.nbuf / 2;
+}
+
 template <typename T> struct Sub {
     uint64_t per, off, len;
     __device__ Sub(const Chan &s, uint64_t cnt) : per(s.c->slot_bytes / sizeof(T)), off(0)
@@ -110,7 +115,7 @@ template <typename T> __device__ void allreduce_ring(Chan &s, const zn_dev_coll_
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, n * a.comm.ring_steps);
+    const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, n * ring_steps(a.comm));
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0), ps, pl;
         piece(wl, n, (g.pos + n - 1) % n, &ps, &pl);
@@ -208,7 +213,7 @@ template <typename T> __device__ void reducescatter_ring(Chan &s, const zn_dev_c
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, c.ring_steps);
+    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, ring_steps(c));
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
         int b = c.ring[(g.pos + n - 1) % n];
@@ -236,7 +241,7 @@ template <typename T> __device__ void reduce_ring(Chan &s, const zn_dev_coll_arg
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, c.ring_steps);
+    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, ring_steps(c));
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
         if (first) {
@@ -258,7 +263,7 @@ static __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
     const uint8_t *in = (const uint8_t *)a.sendbuf;
     uint8_t *out = (uint8_t *)a.recvbuf;
     uint64_t cnt = a.count;
-    const Span sp = span<uint8_t>(cnt, a.nch, s.ch, c.slot_bytes, c.ring_steps);
+    const Span sp = span<uint8_t>(cnt, a.nch, s.ch, c.slot_bytes, ring_steps(c));
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
         if (a.coll == ZN_DEV_BROADCAST) {

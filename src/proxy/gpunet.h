@@ -10,7 +10,7 @@
  * (NCCL's net transport without GPUDirect works the same way):
  *
  * Each FIFO through a shadow has ZN_DEV_NET_NBUF slots (NCCL's NCCL_STEPS), as have the arenas
- * of a communicator across hosts, and the ring kernels move 4 of them per step (zn_dev_comm's
+ * of a communicator across hosts, and the ring kernels move 4 of them per step (coll_ring.cuh's
  * ring_steps): the net's round trip, and peers whose kernels take turns on a GPU, need more in
  * flight per channel than one slot.
  *
