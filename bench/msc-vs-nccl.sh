@@ -16,6 +16,10 @@
 #     engine), real NCCL (its socket net), real NCCL on zinc's plugin.
 #  4. the put + signal -> wait ping-pong of msc-perf (half the round trip), direct / proxy /
 #     gpunet.
+#  5. alltoall and sendrecv across the two "hosts": zinc's kernels with the proxy carrying
+#     every FIFO between hosts (ZINC_GPU_NET=auto), zinc staged through host memory
+#     (ZINC_GPU_NET=ring), real NCCL on its socket net.
+# SECTIONS picks some of them (default "1 2 3 4 5"): SECTIONS="5" bench/msc-vs-nccl.sh 16M.
 # Every process owns a CUDA context on the one GPU, and the GPU time-slices contexts: a step
 # that waits for the other process waits for a context switch. Both libraries pay this alike;
 # it is not what a machine with a GPU per rank sees. NVLink multicast stays off.
@@ -48,20 +52,38 @@ snet=(ZINC_NET=Socket NCCL_NET_PLUGIN=none)
 nnet=(NCCL_NET=Socket NCCL_NET_PLUGIN=none)
 zplug=(NCCL_NET_PLUGIN=zinc ZINC_NET=Socket)
 
-go ag1_msc_direct -- m -o allgather -t direct
-go ag1_msc_proxy -- m -o allgather -t proxy
-go ag1_zinc -- z "$zp" all_gather
-go ag2_msc_gpunet ZINC_NET=Socket -- m -o allgather -t gpunet -H 2
-go ag2_zinc "${snet[@]}" -- z "$hw" "$zp" all_gather
-go ag2_nccl "${nnet[@]}" -- n "$hw" "$zp" all_gather
-go ag2_nccl_zplug "${zplug[@]}" -- n "$hw" "$zp" all_gather
-go ar2_zinc "${snet[@]}" -- z "$hw" "$zp" all_reduce
-go ar2_nccl "${nnet[@]}" -- n "$hw" "$zp" all_reduce
-go ar2_nccl_zplug "${zplug[@]}" -- n "$hw" "$zp" all_reduce
+sections=" ${SECTIONS:-1 2 3 4 5} "
+want() { [[ $sections == *" $1 "* ]]; }
+
+if want 1; then
+    go ag1_msc_direct -- m -o allgather -t direct
+    go ag1_msc_proxy -- m -o allgather -t proxy
+    go ag1_zinc -- z "$zp" all_gather
+fi
+if want 2; then
+    go ag2_msc_gpunet ZINC_NET=Socket -- m -o allgather -t gpunet -H 2
+    go ag2_zinc "${snet[@]}" -- z "$hw" "$zp" all_gather
+    go ag2_nccl "${nnet[@]}" -- n "$hw" "$zp" all_gather
+    go ag2_nccl_zplug "${zplug[@]}" -- n "$hw" "$zp" all_gather
+fi
+if want 3; then
+    go ar2_zinc "${snet[@]}" -- z "$hw" "$zp" all_reduce
+    go ar2_nccl "${nnet[@]}" -- n "$hw" "$zp" all_reduce
+    go ar2_nccl_zplug "${zplug[@]}" -- n "$hw" "$zp" all_reduce
+fi
+if want 5; then
+    for c in alltoall sendrecv; do
+        go "${c}2_zinc" "${snet[@]}" -- z "$hw" "$zp" "$c"
+        go "${c}2_zinc_staged" "${snet[@]}" ZINC_GPU_NET=ring -- z "$hw" "$zp" "$c"
+        go "${c}2_nccl" "${nnet[@]}" -- n "$hw" "$zp" "$c"
+    done
+fi
 sz=(-b 8 -e 4M -f 8 -n "$((iters * 5))" -w 5 -c 1)
-go pp_direct -- m -o pingpong -t direct
-go pp_proxy -- m -o pingpong -t proxy
-go pp_gpunet ZINC_NET=Socket -- m -o pingpong -t gpunet -H 2
+if want 4; then
+    go pp_direct -- m -o pingpong -t direct
+    go pp_proxy -- m -o pingpong -t proxy
+    go pp_gpunet ZINC_NET=Socket -- m -o pingpong -t gpunet -H 2
+fi
 
 # "bytes time wrong" of the out-of-place column; a run that failed gives an empty table.
 col() { awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1, $6, $9}' "$out/$1.txt" | sort -k1,1; }
@@ -88,9 +110,15 @@ table() { # title, then names of the runs; prints time (us) and #wrong per run, 
 echo "# one-sided connections vs ncclAllGather, GPU allreduce across 2 hosts: 2 ranks on one GPU"
 echo
 echo "$(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), NCCL from $nccl_lib, $iters iterations per size"
-table "allgather, one host (P2P)" ag1_msc_direct ag1_msc_proxy ag1_zinc
-table "allgather, two hosts over the socket net on loopback" ag2_msc_gpunet ag2_zinc ag2_nccl ag2_nccl_zplug
-table "allreduce float sum, two hosts over the socket net on loopback" ar2_zinc ar2_nccl ar2_nccl_zplug
-table "put + signal -> wait ping-pong (half round trip)" pp_direct pp_proxy pp_gpunet
+want 1 && table "allgather, one host (P2P)" ag1_msc_direct ag1_msc_proxy ag1_zinc
+want 2 && table "allgather, two hosts over the socket net on loopback" ag2_msc_gpunet ag2_zinc ag2_nccl ag2_nccl_zplug
+want 3 && table "allreduce float sum, two hosts over the socket net on loopback" ar2_zinc ar2_nccl ar2_nccl_zplug
+want 4 && table "put + signal -> wait ping-pong (half round trip)" pp_direct pp_proxy pp_gpunet
+if want 5; then
+    for c in alltoall sendrecv; do
+        table "$c, two hosts over the socket net on loopback (zinc kernels, zinc staged, NCCL)" \
+            "${c}2_zinc" "${c}2_zinc_staged" "${c}2_nccl"
+    done
+fi
 echo
 echo "logs: $out"

@@ -126,7 +126,7 @@ static double ring_ll_cost(const struct zn_gpu_call *c)
 
 static int ring_supports(const struct zn_gpu_call *c)
 {
-    return c->nranks > 1;
+    return c->nranks > 1 && zn_gpu_ring_on_gpu(c->coll);
 }
 
 /* Ring mode (only neighbours mapped) has nothing else; with every peer mapped the ring runs
@@ -173,9 +173,10 @@ static int direct_ll_supports(const struct zn_gpu_call *c)
     return c->coll != ZN_COLL_ALLREDUCE && all_peers_mapped(c) && ll_fits(c);
 }
 
+/* FIFO slots only, so also where some peers are net shadows (all_fifos). */
 static int direct_supports(const struct zn_gpu_call *c)
 {
-    return c->coll != ZN_COLL_ALLREDUCE && all_peers_mapped(c);
+    return c->coll != ZN_COLL_ALLREDUCE && (all_peers_mapped(c) || c->all_fifos);
 }
 
 static double direct_cost(const struct zn_gpu_call *c)
@@ -322,7 +323,7 @@ static const struct zn_gpu_algo *pick(const struct zn_gpu_call *c)
 const struct zn_gpu_algo *zn_gpu_algo_select(const struct zn_gpu_call *c, int *nch)
 {
     const struct zn_gpu_algo *g = pick(c);
-    *nch = g->channels(c);
+    *nch = g ? g->channels(c) : 0;
     return g;
 }
 

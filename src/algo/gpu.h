@@ -24,6 +24,7 @@ struct zn_gpu_call {
     size_t esize;
     int nranks;
     int ring_mode;   /* only the ring neighbours' arenas are mapped */
+    int all_fifos;   /* ring mode, but every peer's FIFO is there (mapped, or a net shadow) */
     int net;         /* some of them are net shadows: FIFO slots only, no LL packets */
     int premul;      /* PreMulSum: each rank scales its own input */
     int in_place;    /* sendbuf == recvbuf */
@@ -54,8 +55,10 @@ struct zn_gpu_algo {
 const struct zn_gpu_algo *const *zn_gpu_algo_list(int *count);
 
 /* The GPU algorithm for c: registered-buffer patterns where they are the default or forced,
- * else the one ZINC_ALGO names if it supports the call, else the cheapest. Never NULL: the
- * direct patterns support every call. *nch gets its channel count. */
+ * else the one ZINC_ALGO names if it supports the call, else the cheapest. *nch gets its
+ * channel count. NULL only in ring mode without all_fifos for a collective that
+ * zn_gpu_ring_on_gpu does not name (exec stages those); otherwise the direct or ring patterns
+ * support every call. */
 const struct zn_gpu_algo *zn_gpu_algo_select(const struct zn_gpu_call *c, int *nch);
 
 /* Ring mode runs these collectives with the ring kernels on the GPU and stages the rest. */

@@ -289,17 +289,20 @@ static ncclResult_t agree_reach(struct ncclComm *c, uint8_t *all, char *why, siz
 
 /* Across hosts (ZINC_GPU_NET): whether the ring kernels run with the proxy carrying the ring's
  * hops between hosts, agreed by every rank. The ring is the host-ordered one of topology(): it
- * can, when the ranks of each host form a chain of GPUs that reach each other. *nch: the
- * channels of such a communicator (ZINC_GPU_NET_CHANNELS). */
-static ncclResult_t agree_gpu_net(struct ncclComm *c, const uint8_t *reach, int *use, int *nch)
+ * can, when the ranks of each host form a chain of GPUs that reach each other. *all: the proxy
+ * carries the FIFOs to every rank on another host too, so that send/recv, alltoall, gather and
+ * scatter run as kernels (ZINC_GPU_NET=auto where every two GPUs of a host reach each other).
+ * *nch: the channels of such a communicator (ZINC_GPU_NET_CHANNELS). */
+static ncclResult_t agree_gpu_net(struct ncclComm *c, const uint8_t *reach, int *use, int *all,
+                                  int *nch)
 {
+    static const char *const mode[] = { "auto", "ring", "staged" };
     const struct zn_params *p = zn_params();
     int n = c->nranks, *every = calloc((size_t)n, 2 * sizeof(int));
     if (!every) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
-    int want[2] = { !strcmp(p->gpu_net, "auto")     ? 0
-                    : !strcmp(p->gpu_net, "staged") ? 1
-                                                    : -1,
-                    (int)p->gpu_net_channels };
+    int want[2] = { -1, (int)p->gpu_net_channels };
+    for (int m = 0; m < 3; m++)
+        if (!strcmp(p->gpu_net, mode[m])) want[0] = m;
     memcpy(every + 2 * c->rank, want, sizeof(want));
     ncclResult_t res = zn_boot_allgather(c->boot, every, 2 * sizeof(int));
     for (int r = 0; r < n && res == ncclSuccess; r++)
@@ -308,39 +311,47 @@ static ncclResult_t agree_gpu_net(struct ncclComm *c, const uint8_t *reach, int 
                            "rank %d has ZINC_GPU_NET=%s ZINC_GPU_NET_CHANNELS=%d but rank %d has "
                            "%s, %d: every rank needs the same values",
                            c->rank, p->gpu_net, want[1], r,
-                           every[2 * r] == 0   ? "auto"
-                           : every[2 * r] == 1 ? "staged"
-                                               : "?",
+                           every[2 * r] >= 0 && every[2 * r] < 3 ? mode[every[2 * r]] : "?",
                            every[2 * r + 1]);
     free(every);
     if (res == ncclSuccess && want[0] < 0)
-        res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_NET=%s is not auto or staged",
+        res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_NET=%s is not auto, ring or staged",
                        p->gpu_net);
     if (res == ncclSuccess && (want[1] < 1 || want[1] > ZN_GPUNET_MAX_CH))
         res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_NET_CHANNELS=%d: must be 1-%d",
                        want[1], ZN_GPUNET_MAX_CH);
-    *use = res == ncclSuccess && want[0] == 0;
+    *use = res == ncclSuccess && want[0] != 2;
     for (int i = 0; *use && i < n; i++) {
         int a = c->ring[i], b = c->ring[(i + 1) % n];
         if (c->peers[a].host_hash == c->peers[b].host_hash &&
             !(reach[a * n + b] && reach[b * n + a]))
             *use = 0;
     }
+    *all = *use && want[0] == 0;
+    for (int a = 0; *all && a < n; a++)
+        for (int b = 0; b < n; b++)
+            if (a != b && c->peers[a].host_hash == c->peers[b].host_hash && !reach[a * n + b])
+                *all = 0;
     *nch = want[1];
     return res;
 }
 
-/* The ring neighbours of another host get net shadows for arenas (abi/dev_abi.h), served by the
- * proxy's GPU net engine. */
-static ncclResult_t setup_gpu_net(struct ncclComm *c, int next, int prev, int nch, size_t slot)
+/* The peers on another host that the kernels exchange FIFO slots with (every one, or the ring
+ * neighbours) get net shadows for arenas (abi/dev_abi.h), served by the proxy's GPU net
+ * engine. */
+static ncclResult_t setup_gpu_net(struct ncclComm *c, int next, int prev, int all, int nch,
+                                  size_t slot)
 {
     struct zn_cuda_ctx *x = &c->cuda;
     uint64_t h = c->peers[c->rank].host_hash;
+    uint32_t remote = 0;
+    for (int r = 0; r < c->nranks; r++)
+        if (c->peers[r].host_hash != h) remote |= 1u << r;
+    uint32_t to = all ? remote : remote & (1u << next);
+    uint32_t from = all ? remote : remote & (1u << prev);
     struct zn_gpunet_config cfg = { .ctx = &c->tctx,
-                                    .next = next,
-                                    .prev = prev,
-                                    .next_remote = c->peers[next].host_hash != h,
-                                    .prev_remote = c->peers[prev].host_hash != h,
+                                    .send_to = to,
+                                    .recv_from = from,
                                     .nch = nch,
                                     .slot_bytes = slot,
                                     .abort_word = (volatile uint32_t *)c->host_words };
@@ -351,6 +362,7 @@ static ncclResult_t setup_gpu_net(struct ncclComm *c, int next, int prev, int nc
         x->dev.arena[r] = shadow[r];
         x->dev.net_mask |= (uint8_t)(1u << r);
     }
+    x->all_fifos = all;
     return ncclSuccess;
 }
 
@@ -358,7 +370,9 @@ static ncclResult_t setup_gpu_net(struct ncclComm *c, int next, int prev, int nc
  * direct kernels. GPUs of which only a ring reaches each other (or with ZINC_P2P_TOPO=ring) map
  * their ring neighbours: allreduce, allgather, reducescatter, broadcast and reduce run as GPU
  * ring kernels, and the rest (alltoall, gather, scatter, send/recv) is staged through host
- * memory. Without a ring, everything is staged (exec/cuda_stage.h). */
+ * memory, except across hosts where every two GPUs of a host reach each other: there every
+ * peer is mapped or has a net shadow and the rest runs as kernels too. Without a ring,
+ * everything is staged (exec/cuda_stage.h). */
 static ncclResult_t setup_cuda(struct ncclComm *c)
 {
     int n = c->nranks;
@@ -373,9 +387,9 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     } else {
         snprintf(why, sizeof(why), "more than %d GPUs", ZN_P2P_MAX_RANKS);
     }
-    int net = 0, net_nch = 0;
+    int net = 0, net_all = 0, net_nch = 0;
     if (!ring && n <= ZN_P2P_MAX_RANKS && c->nhosts > 1)
-        ZN_CHECK(agree_gpu_net(c, reach, &net, &net_nch));
+        ZN_CHECK(agree_gpu_net(c, reach, &net, &net_all, &net_nch));
     if (net)
         for (int p = 0; p < n; p++) order[p] = c->ring[p];
     if (!ring && !net) {
@@ -394,7 +408,7 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     int next = order[(pos + 1) % n], prev = order[(pos + n - 1) % n];
     uint8_t map[ZN_P2P_MAX_RANKS];
     for (int r = 0; r < n; r++)
-        map[r] = (!ring_mode || r == next || r == prev) &&
+        map[r] = (!ring_mode || net_all || r == next || r == prev) &&
                  c->peers[r].host_hash == c->peers[c->rank].host_hash;
     int nch = (int)want[0];
     if (net && nch > net_nch) nch = net_nch;
@@ -412,7 +426,7 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     ZN_CHECK(setup_cuda_words(c));
     struct zn_cuda_ctx *x = &c->cuda;
     for (int r = 0; r < n; r++) x->dev.arena[r] = c->p2p->peer[r];
-    if (net) ZN_CHECK(setup_gpu_net(c, next, prev, nch, slot));
+    if (net) ZN_CHECK(setup_gpu_net(c, next, prev, net_all, nch, slot));
     for (int p = 0; p < n; p++) x->dev.ring[p] = (int8_t)order[p];
     x->dev.ring_pos = pos;
     x->ring = ring_mode;
@@ -438,12 +452,14 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
                      order[p]);
         zn_info(ZN_INIT,
                 "cuda communicator: GPU ring %s (%s); alltoall, gather, scatter and "
-                "send/recv staged through host memory",
+                "send/recv %s",
                 list,
                 net    ? "hops between hosts carried over the net by the proxy"
                 : full ? "ZINC_P2P_TOPO=ring"
                 : *why ? why
-                       : "not every GPU pair is connected");
+                       : "not every GPU pair is connected",
+                net_all ? "as kernels, the proxy carrying every FIFO between hosts"
+                        : "staged through host memory");
     }
     return ncclSuccess;
 }

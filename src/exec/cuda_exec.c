@@ -104,6 +104,7 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
                                 .esize = a->esize,
                                 .nranks = cx->dev.nranks,
                                 .ring_mode = cx->ring,
+                                .all_fifos = cx->all_fifos,
                                 .net = cx->dev.net_mask != 0,
                                 .premul = k.premul,
                                 .in_place = a->sendbuf == a->recvbuf,
@@ -115,6 +116,9 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
                                 .force_proto = cx->force_proto };
     int nch = 0;
     const struct zn_gpu_algo *g = zn_gpu_algo_select(&call, &nch);
+    if (!g)
+        return zn_error(ncclInternalError, ZN_COLL, "no GPU pattern for %s on this communicator",
+                        zn_coll_name(a->coll));
     k.algo = g->dev_algo;
     k.nch = nch;
     if (g->registered) zc_pack(cx, a, rs, rr, &k);
@@ -193,19 +197,22 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, i
 }
 
 /* Ring mode: the collectives with ring kernels run on the GPU, in call order with the staged
- * ones; every send and receive is staged (peers need not be neighbours). */
+ * ones; every send and receive is staged (peers need not be neighbours). Across hosts with
+ * every peer's FIFO there (all_fifos), the rest runs as kernels too: the direct patterns for
+ * alltoall, gather and scatter, the send/recv kernel for the group's sends and receives. */
 static ncclResult_t launch_ring_mode(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
 {
     int np2p = 0;
     for (int i = 0; i < n; i++) {
         if (ops[i].kind != ZN_CUDA_COLL)
             np2p++;
-        else if (zn_gpu_ring_on_gpu(ops[i].a.coll))
+        else if (cx->all_fifos || zn_gpu_ring_on_gpu(ops[i].a.coll))
             ZN_CHECK(launch_coll(cx, &ops[i]));
         else
             ZN_CHECK(zn_stage_launch(cx->stage, &cx->order, &cx->dev, &ops[i], 1));
     }
     if (!np2p) return ncclSuccess;
+    if (cx->all_fifos) return launch_p2p(cx, ops, n);
     struct zn_cuda_op *p2p = malloc((size_t)np2p * sizeof(*p2p));
     if (!p2p) return zn_error(ncclSystemError, ZN_COLL, "out of memory");
     np2p = 0;

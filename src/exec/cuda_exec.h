@@ -20,7 +20,10 @@ struct zn_cuda_ctx {
     struct zn_stage *stage;        /* staged path (exec/cuda_stage.h): all operations, or in
                                       ring mode those the ring kernels do not do; else NULL */
     int ring;                      /* ring mode: only the ring neighbours' arenas are mapped */
-    struct zn_gpunet *gnet;        /* ring hops between hosts (proxy/gpunet.h), or NULL */
+    int all_fifos;                 /* ring mode across hosts where every peer's FIFO is there
+                                      (mapped, or a net shadow): send/recv, alltoall, gather and
+                                      scatter run as kernels, not staged */
+    struct zn_gpunet *gnet;        /* FIFOs between hosts (proxy/gpunet.h), or NULL */
     struct zn_dev_comm dev;        /* what kernels get */
     int cuda_dev;                  /* device ordinal in this process */
     volatile uint32_t *error_host; /* host view of dev.error */

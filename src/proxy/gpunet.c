@@ -17,9 +17,10 @@
 #include <string.h>
 #include <time.h>
 
-/* One direction of one channel: a net connection and the FIFO positions it has reached. */
+/* One direction of one channel with one peer: a net connection and the FIFO positions it has
+ * reached. */
 struct gn_dir {
-    void *comm; /* send comm (to next) or recv comm (from prev) */
+    void *comm; /* send comm (to the peer) or recv comm (from it) */
     void *mh;   /* the shadow's registration on comm */
     void *req[ZN_DEV_NET_NBUF];
     uint64_t posted, done; /* slots handed to the net / completed by it */
@@ -30,12 +31,22 @@ struct gn_dir {
  * the engine ends the kernels: the peer has gone, and a kernel waiting for it would hang. */
 #define GN_CLOSED_GRACE_NS 1000000000ll
 
-/* What each rank publishes at setup. */
+/* What each rank publishes at setup: its net and channels, then the handles of its listeners,
+ * one per sending peer and channel (gn_handle). */
 struct gn_addr {
     char net[32];
     int32_t nch;
-    int32_t listening; /* handles valid: this rank's prev is remote */
-    uint8_t handle[ZN_GPUNET_MAX_CH][NCCL_NET_HANDLE_MAXSIZE];
+    uint32_t recv_from; /* bit r: this rank takes slots from r (its handles for r are valid) */
+};
+
+/* A peer on another host this rank exchanges slots with: its shadow and connections. */
+struct gn_peer {
+    int rank;
+    int to, from;         /* this rank sends to it / receives from it */
+    uint8_t *sh, *sh_dev; /* its shadow (host and device views) */
+    void *listen[ZN_GPUNET_MAX_CH];
+    struct gn_dir snd[ZN_GPUNET_MAX_CH], rcv[ZN_GPUNET_MAX_CH];
+    char who[128];
 };
 
 struct zn_gpunet {
@@ -43,16 +54,12 @@ struct zn_gpunet {
     int rank, nranks;
     const struct zn_net *net;
     void *nctx;
-    void *listen[ZN_GPUNET_MAX_CH];
-    struct gn_dir snd[ZN_GPUNET_MAX_CH], rcv[ZN_GPUNET_MAX_CH];
-    /* Shadows (host views; one block when next == prev) and their size. */
-    uint8_t *sh_next, *sh_prev;
-    uint8_t *sh_next_dev, *sh_prev_dev;
+    struct gn_peer *peers; /* the peers of send_to | recv_from, in rank order */
+    int npeers;
     size_t sh_bytes;
     struct zn_proxy_client client;
     atomic_int failed;
     char failure[320];
-    char who_next[128], who_prev[128];
     int64_t last_ns;
 };
 
@@ -65,6 +72,24 @@ static volatile uint64_t *word(uint8_t *base, size_t off, int peer, int ch)
 static uint8_t *slot_at(const struct zn_gpunet *g, uint8_t *base, int row, int ch, int buf)
 {
     return base + zn_dev_net_slot_off(row, ch, g->cfg.nch, buf, g->cfg.slot_bytes);
+}
+
+/* Bytes an address record takes: the header, then a handle per rank and channel. */
+static size_t gn_addr_bytes(int nranks)
+{
+    return sizeof(struct gn_addr) + (size_t)nranks * ZN_GPUNET_MAX_CH * NCCL_NET_HANDLE_MAXSIZE;
+}
+
+static struct gn_addr *gn_addr_of(void *all, int nranks, int r)
+{
+    return (struct gn_addr *)((uint8_t *)all + (size_t)r * gn_addr_bytes(nranks));
+}
+
+/* The handle rank a listens on for slots from src on channel ch. */
+static uint8_t *gn_handle(struct gn_addr *a, int src, int ch)
+{
+    return (uint8_t *)(a + 1) +
+           ((size_t)src * ZN_GPUNET_MAX_CH + (size_t)ch) * NCCL_NET_HANDLE_MAXSIZE;
 }
 
 /* Stop for good: record why, end the kernels, log once. */
@@ -81,56 +106,59 @@ static int fail(struct zn_gpunet *g, const char *fmt, ...)
     return 1;
 }
 
-/* The receiving connection of channel ch failed: the peer closed it. That is how a peer that
- * destroyed its communicator looks as well as one that died, and in the first case everything
- * it sent has arrived (TCP delivers what was sent before the close) and nothing more is due.
- * So it is not an error yet: gn_progress ends the kernels only once the kernel drained all that
- * arrived and still nothing moved for GN_CLOSED_GRACE_NS. */
-static int peer_closed(struct zn_gpunet *g, int ch)
+/* The receiving connection of channel ch from p failed: the peer closed it. That is how a peer
+ * that destroyed its communicator looks as well as one that died, and in the first case
+ * everything it sent has arrived (TCP delivers what was sent before the close) and nothing more
+ * is due. So it is not an error yet: gn_progress ends the kernels only once the kernel drained
+ * all that arrived and still nothing moved for GN_CLOSED_GRACE_NS. */
+static int peer_closed(struct zn_gpunet *g, struct gn_peer *p, int ch)
 {
-    g->rcv[ch].closed = 1;
+    p->rcv[ch].closed = 1;
     zn_info(ZN_PROXY | ZN_NET, "GPU net proxy: rank %d: %s closed channel %d after %llu slot(s)",
-            g->rank, g->who_prev, ch, (unsigned long long)g->rcv[ch].done);
+            g->rank, p->who, ch, (unsigned long long)p->rcv[ch].done);
     return 1;
 }
 
-/* A closed channel whose slots the kernel has all drained, long enough: end the kernels. */
+/* A peer that closed a channel whose slots the kernel has all drained, long enough ago: end
+ * the kernels. */
 static void check_closed(struct zn_gpunet *g)
 {
-    int closed = 0;
-    for (int ch = 0; ch < g->cfg.nch; ch++) {
-        if (!g->rcv[ch].closed) continue;
-        uint64_t drained = *word(g->sh_prev, ZN_DEV_ACK_OFF, g->rank, ch);
-        if (drained < g->rcv[ch].done) return; /* the kernel is still reading what came */
-        closed = 1;
+    const struct gn_peer *gone = NULL;
+    for (int i = 0; i < g->npeers; i++) {
+        const struct gn_peer *p = &g->peers[i];
+        for (int ch = 0; p->from && ch < g->cfg.nch; ch++) {
+            if (!p->rcv[ch].closed) continue;
+            uint64_t drained = *word(p->sh, ZN_DEV_ACK_OFF, g->rank, ch);
+            if (drained < p->rcv[ch].done) return; /* the kernel is still reading what came */
+            if (!gone) gone = p;
+        }
     }
-    if (!closed || zn_now_ns() - g->last_ns < GN_CLOSED_GRACE_NS) return;
+    if (!gone || zn_now_ns() - g->last_ns < GN_CLOSED_GRACE_NS) return;
     snprintf(g->failure, sizeof(g->failure),
              "GPU net proxy: rank %d: %s closed its connections (it exited, aborted or destroyed "
              "its communicator)",
-             g->rank, g->who_prev);
+             g->rank, gone->who);
     atomic_store(&g->failed, 1);
     if (g->cfg.abort_word) *g->cfg.abort_word = 1;
     zn_info(ZN_PROXY | ZN_NET, "%s: later kernels of this communicator end at once", g->failure);
 }
 
-/* Sending side of channel ch: isend what the kernel committed, report what completed. */
-static int send_step(struct zn_gpunet *g, int ch)
+/* Sending side of channel ch to p: isend what the kernel committed, report what completed. */
+static int send_step(struct zn_gpunet *g, struct gn_peer *p, int ch)
 {
-    struct gn_dir *d = &g->snd[ch];
+    struct gn_dir *d = &p->snd[ch];
     const ncclNet_t *net = g->net->ops;
     int moved = 0;
-    uint64_t ready =
-        __atomic_load_n(word(g->sh_next, ZN_DEV_READY_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
+    uint64_t ready = __atomic_load_n(word(p->sh, ZN_DEV_READY_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
     while (d->posted < ready && d->posted - d->done < ZN_DEV_NET_NBUF) {
         int b = (int)(d->posted % ZN_DEV_NET_NBUF);
-        size_t size = (size_t)*word(g->sh_next, ZN_DEV_NETSIZE_OFF, b, ch);
+        size_t size = (size_t)*word(p->sh, ZN_DEV_NETSIZE_OFF, b, ch);
         if (size > g->cfg.slot_bytes) size = g->cfg.slot_bytes;
         void *req = NULL;
-        if (net->isend(d->comm, slot_at(g, g->sh_next, 0, ch, b), size, 0, d->mh, NULL, &req) !=
+        if (net->isend(d->comm, slot_at(g, p->sh, 0, ch, b), size, 0, d->mh, NULL, &req) !=
             ncclSuccess)
             return fail(g, "GPU net proxy: rank %d: sending channel %d slot %llu to %s failed",
-                        g->rank, ch, (unsigned long long)d->posted, g->who_next);
+                        g->rank, ch, (unsigned long long)d->posted, p->who);
         if (!req) break; /* the net asks to retry later */
         d->req[b] = req;
         d->posted++;
@@ -141,33 +169,33 @@ static int send_step(struct zn_gpunet *g, int ch)
         int fin = 0, size = 0;
         if (net->test(d->req[d->done % ZN_DEV_NET_NBUF], &fin, &size) != ncclSuccess)
             return fail(g, "GPU net proxy: rank %d: sending channel %d to %s failed", g->rank, ch,
-                        g->who_next);
+                        p->who);
         if (!fin) break;
         __atomic_store_n(&d->done, d->done + 1, __ATOMIC_RELEASE); /* zn_gpunet_destroy reads it */
     }
     if (d->done == done0) return moved;
     /* The kernel's reserve() reads it there (fifo.cuh, inbox()). */
-    __atomic_store_n(word(g->sh_next, ZN_DEV_ACK_OFF, g->cfg.next, ch), d->done, __ATOMIC_RELEASE);
+    __atomic_store_n(word(p->sh, ZN_DEV_ACK_OFF, p->rank, ch), d->done, __ATOMIC_RELEASE);
     return 1;
 }
 
-/* Receiving side of channel ch: a receive into each slot of the shadow the kernel drained; when
- * one completes, its count (the kernel's consume() reads slot and count in the shadow). */
-static int recv_step(struct zn_gpunet *g, int ch)
+/* Receiving side of channel ch from p: a receive into each slot of the shadow the kernel
+ * drained; when one completes, its count (the kernel's consume() reads slot and count in the
+ * shadow). */
+static int recv_step(struct zn_gpunet *g, struct gn_peer *p, int ch)
 {
-    struct gn_dir *d = &g->rcv[ch];
+    struct gn_dir *d = &p->rcv[ch];
     const ncclNet_t *net = g->net->ops;
-    int moved = 0, prev = g->cfg.prev;
+    int moved = 0;
     if (d->closed) return 0;
-    uint64_t drained =
-        __atomic_load_n(word(g->sh_prev, ZN_DEV_ACK_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
+    uint64_t drained = __atomic_load_n(word(p->sh, ZN_DEV_ACK_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
     while (d->posted < drained + ZN_DEV_NET_NBUF) {
         int b = (int)(d->posted % ZN_DEV_NET_NBUF);
-        void *data = slot_at(g, g->sh_prev, 1, ch, b), *req = NULL;
+        void *data = slot_at(g, p->sh, 1, ch, b), *req = NULL;
         size_t size = g->cfg.slot_bytes;
         int tag = 0;
         if (net->irecv(d->comm, 1, &data, &size, &tag, &d->mh, NULL, &req) != ncclSuccess)
-            return peer_closed(g, ch);
+            return peer_closed(g, p, ch);
         if (!req) break;
         d->req[b] = req;
         d->posted++;
@@ -175,16 +203,15 @@ static int recv_step(struct zn_gpunet *g, int ch)
     }
     while (d->done < d->posted) {
         int b = (int)(d->done % ZN_DEV_NET_NBUF), fin = 0, size = 0;
-        if (net->test(d->req[b], &fin, &size) != ncclSuccess) return peer_closed(g, ch);
+        if (net->test(d->req[b], &fin, &size) != ncclSuccess) return peer_closed(g, p, ch);
         if (!fin) break;
         if ((size_t)size > g->cfg.slot_bytes)
             return fail(g,
                         "GPU net proxy: rank %d: %s sent %d bytes on channel %d, more than a "
                         "slot (%zu)",
-                        g->rank, g->who_prev, size, ch, g->cfg.slot_bytes);
+                        g->rank, p->who, size, ch, g->cfg.slot_bytes);
         /* Release: the bytes the net wrote before the count (the kernel fences system-wide). */
-        __atomic_store_n(word(g->sh_prev, ZN_DEV_READY_OFF, prev, ch), d->done + 1,
-                         __ATOMIC_RELEASE);
+        __atomic_store_n(word(p->sh, ZN_DEV_READY_OFF, p->rank, ch), d->done + 1, __ATOMIC_RELEASE);
         d->done++;
         moved = 1;
     }
@@ -195,13 +222,17 @@ static int gn_progress(void *arg)
 {
     struct zn_gpunet *g = arg;
     if (atomic_load(&g->failed)) return 0;
-    int moved = 0;
-    for (int ch = 0; ch < g->cfg.nch && !atomic_load(&g->failed); ch++) {
-        if (g->cfg.next_remote) moved |= send_step(g, ch);
-        if (g->cfg.prev_remote) moved |= recv_step(g, ch);
+    int moved = 0, receiving = 0;
+    for (int i = 0; i < g->npeers; i++) {
+        struct gn_peer *p = &g->peers[i];
+        receiving |= p->from;
+        for (int ch = 0; ch < g->cfg.nch && !atomic_load(&g->failed); ch++) {
+            if (p->to) moved |= send_step(g, p, ch);
+            if (p->from) moved |= recv_step(g, p, ch);
+        }
     }
     if (moved) g->last_ns = zn_now_ns();
-    if (g->cfg.prev_remote && !atomic_load(&g->failed)) check_closed(g);
+    if (receiving && !atomic_load(&g->failed)) check_closed(g);
     return moved;
 }
 
@@ -211,20 +242,22 @@ static void gn_dump(void *arg)
     zn_warn(ZN_PROXY, "proxy dump:  GPU net rank %d: %s, last progress %.3f s ago", g->rank,
             atomic_load(&g->failed) ? g->failure : "running",
             (double)(zn_now_ns() - g->last_ns) / 1e9);
-    for (int ch = 0; ch < g->cfg.nch; ch++) {
-        if (g->cfg.next_remote)
-            zn_warn(ZN_PROXY,
-                    "proxy dump:   channel %d to %s: kernel committed %llu, sent %llu of %llu", ch,
-                    g->who_next,
-                    (unsigned long long)*word(g->sh_next, ZN_DEV_READY_OFF, g->rank, ch),
-                    (unsigned long long)g->snd[ch].done, (unsigned long long)g->snd[ch].posted);
-        if (g->cfg.prev_remote)
-            zn_warn(ZN_PROXY,
-                    "proxy dump:   channel %d from %s: received %llu of %llu posted, kernel "
-                    "drained %llu",
-                    ch, g->who_prev, (unsigned long long)g->rcv[ch].done,
-                    (unsigned long long)g->rcv[ch].posted,
-                    (unsigned long long)*word(g->sh_prev, ZN_DEV_ACK_OFF, g->rank, ch));
+    for (int i = 0; i < g->npeers; i++) {
+        const struct gn_peer *p = &g->peers[i];
+        for (int ch = 0; ch < g->cfg.nch; ch++) {
+            if (p->to)
+                zn_warn(ZN_PROXY,
+                        "proxy dump:   channel %d to %s: kernel committed %llu, sent %llu of %llu",
+                        ch, p->who, (unsigned long long)*word(p->sh, ZN_DEV_READY_OFF, g->rank, ch),
+                        (unsigned long long)p->snd[ch].done, (unsigned long long)p->snd[ch].posted);
+            if (p->from)
+                zn_warn(ZN_PROXY,
+                        "proxy dump:   channel %d from %s: received %llu of %llu posted, kernel "
+                        "drained %llu",
+                        ch, p->who, (unsigned long long)p->rcv[ch].done,
+                        (unsigned long long)p->rcv[ch].posted,
+                        (unsigned long long)*word(p->sh, ZN_DEV_ACK_OFF, g->rank, ch));
+        }
     }
 }
 
@@ -244,20 +277,21 @@ static ncclResult_t open_net(struct zn_gpunet *g, struct gn_addr *me)
                         "GPU net proxy: net %s cannot move host memory (ptrSupport %#x)",
                         g->net->name, (unsigned)props.ptrSupport);
     snprintf(me->net, sizeof(me->net), "%s", g->net->name);
-    if (g->cfg.prev_remote) {
-        for (int ch = 0; ch < g->cfg.nch; ch++)
-            ZN_CHECK(g->net->ops->listen(g->nctx, 0, me->handle[ch], &g->listen[ch]));
-        me->listening = 1;
+    for (int i = 0; i < g->npeers; i++) {
+        struct gn_peer *p = &g->peers[i];
+        for (int ch = 0; p->from && ch < g->cfg.nch; ch++)
+            ZN_CHECK(g->net->ops->listen(g->nctx, 0, gn_handle(me, p->rank, ch), &p->listen[ch]));
     }
+    me->recv_from = g->cfg.recv_from;
     return ncclSuccess;
 }
 
-/* Every rank of a hop must agree on the net and the channels. */
-static ncclResult_t check_addrs(const struct zn_gpunet *g, const struct gn_addr *all)
+/* Every rank must agree on the net and the channels, and take what this rank sends it. */
+static ncclResult_t check_addrs(const struct zn_gpunet *g, void *all)
 {
-    const struct gn_addr *me = &all[g->rank];
+    const struct gn_addr *me = gn_addr_of(all, g->nranks, g->rank);
     for (int r = 0; r < g->nranks; r++) {
-        const struct gn_addr *a = &all[r];
+        const struct gn_addr *a = gn_addr_of(all, g->nranks, r);
         char who[128];
         zn_peer_str(g->cfg.ctx, r, who, sizeof(who));
         if (a->nch < 0)
@@ -273,32 +307,40 @@ static ncclResult_t check_addrs(const struct zn_gpunet *g, const struct gn_addr 
                             "GPU net proxy: %s uses net \"%.31s\", this rank net \"%s\": every "
                             "rank must use the same net (ZINC_NET / NCCL_NET)",
                             who, a->net, me->net);
+        if (((g->cfg.send_to >> r) & 1) && !((a->recv_from >> g->rank) & 1))
+            return zn_error(ncclInternalError, ZN_PROXY | ZN_INIT,
+                            "GPU net proxy: %s does not take slots from this rank", who);
     }
-    if (g->cfg.next_remote && !all[g->cfg.next].listening)
-        return zn_error(ncclInternalError, ZN_PROXY | ZN_INIT,
-                        "GPU net proxy: %s does not take a ring hop from this rank", g->who_next);
     return ncclSuccess;
 }
 
-/* Connect to next and accept from prev on every channel, without blocking either. */
-static ncclResult_t connect_all(struct zn_gpunet *g, const struct gn_addr *all)
+/* Connect to every peer this rank sends to and accept from every peer it receives from, on
+ * every channel, without blocking on any. */
+static ncclResult_t connect_all(struct zn_gpunet *g, void *all)
 {
     const ncclNet_t *net = g->net->ops;
     int64_t deadline = zn_now_ns() + zn_timeout_ns();
     for (;;) {
         int left = 0;
-        for (int ch = 0; ch < g->cfg.nch; ch++) {
-            if (g->cfg.next_remote && !g->snd[ch].comm) {
-                ncclNetDeviceHandle_v11_t *dh = NULL;
-                uint8_t h[NCCL_NET_HANDLE_MAXSIZE];
-                memcpy(h, all[g->cfg.next].handle[ch], sizeof(h));
-                ZN_CHECK(net->connect(g->nctx, 0, h, &g->snd[ch].comm, &dh));
-                left += !g->snd[ch].comm;
-            }
-            if (g->cfg.prev_remote && !g->rcv[ch].comm) {
-                ncclNetDeviceHandle_v11_t *dh = NULL;
-                ZN_CHECK(net->accept(g->listen[ch], &g->rcv[ch].comm, &dh));
-                left += !g->rcv[ch].comm;
+        const char *waiting = "";
+        for (int i = 0; i < g->npeers; i++) {
+            struct gn_peer *p = &g->peers[i];
+            for (int ch = 0; ch < g->cfg.nch; ch++) {
+                if (p->to && !p->snd[ch].comm) {
+                    ncclNetDeviceHandle_v11_t *dh = NULL;
+                    uint8_t h[NCCL_NET_HANDLE_MAXSIZE];
+                    memcpy(h, gn_handle(gn_addr_of(all, g->nranks, p->rank), g->rank, ch),
+                           sizeof(h));
+                    ZN_CHECK(net->connect(g->nctx, 0, h, &p->snd[ch].comm, &dh));
+                    left += !p->snd[ch].comm;
+                }
+                if (p->from && !p->rcv[ch].comm) {
+                    ncclNetDeviceHandle_v11_t *dh = NULL;
+                    ZN_CHECK(net->accept(p->listen[ch], &p->rcv[ch].comm, &dh));
+                    left += !p->rcv[ch].comm;
+                }
+                if (!*waiting && (!p->snd[ch].comm != !p->to || !p->rcv[ch].comm != !p->from))
+                    waiting = p->who;
             }
         }
         if (!left) return ncclSuccess;
@@ -307,43 +349,56 @@ static ncclResult_t connect_all(struct zn_gpunet *g, const struct gn_addr *all)
                             "GPU net proxy: communicator aborted while connecting");
         if (zn_now_ns() > deadline)
             return zn_error(ncclRemoteError, ZN_PROXY | ZN_INIT,
-                            "GPU net proxy: rank %d: %d of the connections to %s / from %s not "
-                            "made within ZINC_TIMEOUT",
-                            g->rank, left, g->who_next, g->who_prev);
+                            "GPU net proxy: rank %d: %d connection(s) not made within "
+                            "ZINC_TIMEOUT (one with %s)",
+                            g->rank, left, waiting);
         struct timespec ts = { 0, 50000 };
         nanosleep(&ts, NULL);
     }
 }
 
+/* A shadow per peer (both directions share it: rows 0 and 1), registered on each connection. */
 static ncclResult_t alloc_shadows(struct zn_gpunet *g, uint8_t *shadow_dev[])
 {
     g->sh_bytes = zn_dev_net_shadow_bytes(g->cfg.nch, g->cfg.slot_bytes);
     ncclResult_t (*alloc)(void **, void **, size_t) =
         g->cfg.shadow_alloc ? g->cfg.shadow_alloc : zn_cuda_host_alloc;
-    void *h = NULL, *d = NULL;
-    if (g->cfg.next_remote) {
-        ZN_CHECK(alloc(&h, &d, g->sh_bytes));
-        g->sh_next = h;
-        g->sh_next_dev = d;
-        shadow_dev[g->cfg.next] = d;
-    }
-    if (g->cfg.prev_remote && g->cfg.prev == g->cfg.next) {
-        g->sh_prev = g->sh_next;
-        g->sh_prev_dev = g->sh_next_dev;
-    } else if (g->cfg.prev_remote) {
-        ZN_CHECK(alloc(&h, &d, g->sh_bytes));
-        g->sh_prev = h;
-        g->sh_prev_dev = d;
-        shadow_dev[g->cfg.prev] = d;
-    }
     const ncclNet_t *net = g->net->ops;
-    for (int ch = 0; ch < g->cfg.nch; ch++) {
-        if (g->cfg.next_remote)
-            ZN_CHECK(net->regMr(g->snd[ch].comm, g->sh_next, g->sh_bytes, NCCL_PTR_HOST,
-                                &g->snd[ch].mh));
-        if (g->cfg.prev_remote)
-            ZN_CHECK(net->regMr(g->rcv[ch].comm, g->sh_prev, g->sh_bytes, NCCL_PTR_HOST,
-                                &g->rcv[ch].mh));
+    for (int i = 0; i < g->npeers; i++) {
+        struct gn_peer *p = &g->peers[i];
+        void *h = NULL, *d = NULL;
+        ZN_CHECK(alloc(&h, &d, g->sh_bytes));
+        p->sh = h;
+        p->sh_dev = d;
+        shadow_dev[p->rank] = d;
+        for (int ch = 0; ch < g->cfg.nch; ch++) {
+            if (p->to)
+                ZN_CHECK(
+                    net->regMr(p->snd[ch].comm, p->sh, g->sh_bytes, NCCL_PTR_HOST, &p->snd[ch].mh));
+            if (p->from)
+                ZN_CHECK(
+                    net->regMr(p->rcv[ch].comm, p->sh, g->sh_bytes, NCCL_PTR_HOST, &p->rcv[ch].mh));
+        }
+    }
+    return ncclSuccess;
+}
+
+/* The peers of send_to | recv_from. */
+static ncclResult_t make_peers(struct zn_gpunet *g)
+{
+    uint32_t any = g->cfg.send_to | g->cfg.recv_from;
+    if (g->nranks > 32 || ((any >> g->rank) & 1))
+        return zn_error(ncclInternalError, ZN_PROXY | ZN_INIT,
+                        "GPU net proxy: peers %#x of rank %d of %d", (unsigned)any, g->rank,
+                        g->nranks);
+    ZN_CHECK(zn_calloc(&g->peers, (size_t)g->nranks, "GPU net proxy peers"));
+    for (int r = 0; r < g->nranks; r++) {
+        if (!((any >> r) & 1)) continue;
+        struct gn_peer *p = &g->peers[g->npeers++];
+        p->rank = r;
+        p->to = (g->cfg.send_to >> r) & 1;
+        p->from = (g->cfg.recv_from >> r) & 1;
+        zn_peer_str(g->cfg.ctx, r, p->who, sizeof(p->who));
     }
     return ncclSuccess;
 }
@@ -356,38 +411,37 @@ ncclResult_t zn_gpunet_create(const struct zn_gpunet_config *cfg, struct zn_gpun
         return zn_error(ncclInvalidArgument, ZN_PROXY | ZN_INIT,
                         "GPU net proxy: %d channels, must be 1-%d", cfg->nch, ZN_GPUNET_MAX_CH);
     struct zn_gpunet *g;
-    struct gn_addr *all;
     ZN_CHECK(zn_calloc(&g, 1, "GPU net proxy"));
-    ncclResult_t res = zn_calloc(&all, (size_t)ctx->nranks, "GPU net proxy addresses");
-    if (res != ncclSuccess) {
-        free(g);
-        return res;
-    }
     g->cfg = *cfg;
     g->rank = ctx->rank;
     g->nranks = ctx->nranks;
     g->last_ns = zn_now_ns();
-    zn_peer_str(ctx, cfg->next, g->who_next, sizeof(g->who_next));
-    zn_peer_str(ctx, cfg->prev, g->who_prev, sizeof(g->who_prev));
-    struct gn_addr *me = &all[g->rank];
-    me->nch = cfg->nch;
-    int remote = cfg->next_remote || cfg->prev_remote;
+    uint8_t *all = NULL;
+    ncclResult_t res = make_peers(g);
+    if (res == ncclSuccess)
+        res = zn_calloc(&all, gn_addr_bytes(g->nranks) * (size_t)g->nranks,
+                        "GPU net proxy addresses");
+    if (res != ncclSuccess) {
+        zn_gpunet_destroy(g);
+        return res;
+    }
+    struct gn_addr *me = gn_addr_of(all, g->nranks, g->rank);
     /* An error before the exchange still takes part in it, so that no rank waits for us. */
-    ncclResult_t mine = remote ? open_net(g, me) : ncclSuccess;
+    ncclResult_t mine = g->npeers ? open_net(g, me) : ncclSuccess;
     me->nch = mine == ncclSuccess ? cfg->nch : -1;
-    ZN_CHECK_GOTO(zn_boot_allgather(ctx->boot, all, sizeof(*all)), res, fail);
+    ZN_CHECK_GOTO(zn_boot_allgather(ctx->boot, all, gn_addr_bytes(g->nranks)), res, fail);
     ZN_CHECK_GOTO(mine, res, fail);
     ZN_CHECK_GOTO(check_addrs(g, all), res, fail);
-    if (remote) {
+    if (g->npeers) {
         ZN_CHECK_GOTO(connect_all(g, all), res, fail);
         ZN_CHECK_GOTO(alloc_shadows(g, shadow_dev), res, fail);
         g->client = (struct zn_proxy_client){ .progress = gn_progress, .dump = gn_dump, .arg = g };
         zn_proxy_client_add(&g->client);
         zn_info(ZN_PROXY | ZN_INIT,
-                "GPU net proxy: net %s, %d channel(s), slots of %zu bytes%s%s%s%s", g->net->name,
-                cfg->nch, cfg->slot_bytes, cfg->next_remote ? ", to " : "",
-                cfg->next_remote ? g->who_next : "", cfg->prev_remote ? ", from " : "",
-                cfg->prev_remote ? g->who_prev : "");
+                "GPU net proxy: net %s, %d channel(s), slots of %zu bytes, sending to %#x, "
+                "receiving from %#x (rank bits)",
+                g->net->name, cfg->nch, cfg->slot_bytes, (unsigned)cfg->send_to,
+                (unsigned)cfg->recv_from);
     }
     free(all);
     *out = g;
@@ -416,23 +470,26 @@ static void drain(struct zn_gpunet *g)
 {
     if (aborted(g)) return;
     int64_t deadline = zn_now_ns() + zn_timeout_ns();
-    for (int ch = 0; ch < g->cfg.nch && g->cfg.next_remote; ch++) {
-        uint64_t ready =
-            __atomic_load_n(word(g->sh_next, ZN_DEV_READY_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
-        while (__atomic_load_n(&g->snd[ch].done, __ATOMIC_ACQUIRE) < ready &&
-               !atomic_load(&g->failed) && !aborted(g)) {
-            if (zn_now_ns() > deadline) {
-                zn_warn(ZN_PROXY | ZN_NET,
-                        "GPU net proxy: rank %d: channel %d: %llu slot(s) to %s not sent within "
-                        "ZINC_TIMEOUT at close",
-                        g->rank, ch,
-                        (unsigned long long)(ready -
-                                             __atomic_load_n(&g->snd[ch].done, __ATOMIC_ACQUIRE)),
-                        g->who_next);
-                return;
+    for (int i = 0; i < g->npeers; i++) {
+        struct gn_peer *p = &g->peers[i];
+        for (int ch = 0; ch < g->cfg.nch && p->to; ch++) {
+            uint64_t ready =
+                __atomic_load_n(word(p->sh, ZN_DEV_READY_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
+            while (__atomic_load_n(&p->snd[ch].done, __ATOMIC_ACQUIRE) < ready &&
+                   !atomic_load(&g->failed) && !aborted(g)) {
+                if (zn_now_ns() > deadline) {
+                    zn_warn(ZN_PROXY | ZN_NET,
+                            "GPU net proxy: rank %d: channel %d: %llu slot(s) to %s not sent "
+                            "within ZINC_TIMEOUT at close",
+                            g->rank, ch,
+                            (unsigned long long)(ready - __atomic_load_n(&p->snd[ch].done,
+                                                                         __ATOMIC_ACQUIRE)),
+                            p->who);
+                    return;
+                }
+                struct timespec ts = { 0, 100000 };
+                nanosleep(&ts, NULL);
             }
-            struct timespec ts = { 0, 100000 };
-            nanosleep(&ts, NULL);
         }
     }
 }
@@ -445,16 +502,19 @@ void zn_gpunet_destroy(struct zn_gpunet *g)
         zn_proxy_client_remove(&g->client);
     }
     const ncclNet_t *net = g->net ? g->net->ops : NULL;
-    for (int ch = 0; net && ch < ZN_GPUNET_MAX_CH; ch++) {
-        if (g->snd[ch].mh) net->deregMr(g->snd[ch].comm, g->snd[ch].mh);
-        if (g->rcv[ch].mh) net->deregMr(g->rcv[ch].comm, g->rcv[ch].mh);
-        if (g->snd[ch].comm) net->closeSend(g->snd[ch].comm);
-        if (g->rcv[ch].comm) net->closeRecv(g->rcv[ch].comm);
-        if (g->listen[ch]) net->closeListen(g->listen[ch]);
+    void (*release)(void *) = g->cfg.shadow_free ? g->cfg.shadow_free : zn_cuda_host_free;
+    for (int i = 0; i < g->npeers; i++) {
+        struct gn_peer *p = &g->peers[i];
+        for (int ch = 0; net && ch < ZN_GPUNET_MAX_CH; ch++) {
+            if (p->snd[ch].mh) net->deregMr(p->snd[ch].comm, p->snd[ch].mh);
+            if (p->rcv[ch].mh) net->deregMr(p->rcv[ch].comm, p->rcv[ch].mh);
+            if (p->snd[ch].comm) net->closeSend(p->snd[ch].comm);
+            if (p->rcv[ch].comm) net->closeRecv(p->rcv[ch].comm);
+            if (p->listen[ch]) net->closeListen(p->listen[ch]);
+        }
+        if (p->sh) release(p->sh);
     }
     if (net && g->nctx) net->finalize(g->nctx);
-    void (*release)(void *) = g->cfg.shadow_free ? g->cfg.shadow_free : zn_cuda_host_free;
-    if (g->sh_prev && g->sh_prev != g->sh_next) release(g->sh_prev);
-    if (g->sh_next) release(g->sh_next);
+    free(g->peers);
     free(g);
 }

@@ -67,9 +67,9 @@ ZN_PARAM(gpu_channels,  INT,  "ZINC_GPU_CHANNELS",  NULL,                 "128",
 ZN_PARAM(gpu_slot_size, SIZE, "ZINC_GPU_SLOT_SIZE", NULL,                 "256K",
          "bytes of each FIFO slot of a cuda communicator's arena (64K-4M); large collectives move data in windows of this size per channel")
 ZN_PARAM(gpu_net,       STR,  "ZINC_GPU_NET",       NULL,                 "auto",
-         "cuda communicators across hosts: auto runs the ring collectives as GPU kernels whose hops between hosts the proxy carries over the net (where every host's ranks form a chain of GPUs that reach each other); staged moves everything through host memory")
+         "cuda communicators across hosts: auto runs every collective and send/recv as GPU kernels whose FIFOs between hosts the proxy carries over the net (where every two GPUs of a host reach each other; where only a chain of them does, as ring: the ring collectives); ring carries only the ring's hops (allreduce, allgather, reducescatter, broadcast, reduce as kernels, the rest staged: fewer connections and less pinned memory); staged moves everything through host memory")
 ZN_PARAM(gpu_net_channels, INT, "ZINC_GPU_NET_CHANNELS", NULL,            "2",
-         "channels (thread blocks, and net connections per ring hop between hosts) of the GPU kernels of a cuda communicator across hosts, 1-16")
+         "channels (thread blocks, and net connections per peer and direction between hosts) of the GPU kernels of a cuda communicator across hosts, 1-16")
 ZN_PARAM(gpu_chunk,     SIZE, "ZINC_GPU_CHUNK",     NULL,                 "4K",
          "bytes per channel of a GPU collective (of each rank's piece in a two-shot allreduce) below which fewer channels are used")
 ZN_PARAM(gpu_ll_chunk,  SIZE, "ZINC_GPU_LL_CHUNK",  NULL,                 "2K",

@@ -33,7 +33,9 @@
  *             shm's lower rank is set up alone (it creates the segment) and has nothing to
  *             wait for.
  *   gpunet    (net) the proxy's GPU net engine with host code standing in for the kernels:
- *             300 slots per channel each way around the ring, through 2-slot FIFOs
+ *             300 slots per channel each way around the ring, through 8-slot FIFOs
+ *   gpunet_all (net) the same with FIFOs between every two ranks (the send/recv and alltoall
+ *             kernels' case): 100 slots per channel and pair each way
  *   gpunet_abort (net) an engine left with slots its peer never reads is destroyed at once
  *             after an abort, without waiting ZINC_TIMEOUT for them
  *   exit      a peer that exits mid-transfer is reported as ncclRemoteError within seconds
@@ -350,6 +352,7 @@ static const struct scenario scenarios[] = {
     { .name = "stray", .fn = sc_stray, .net_only = 1, .min_ranks = 2 },
     { .name = "setup", .fn = sc_setup, .net_only = 1, .min_ranks = 2 },
     { .name = "gpunet", .fn = sc_gpunet, .net_only = 1, .min_ranks = 2 },
+    { .name = "gpunet_all", .fn = sc_gpunet_all, .net_only = 1, .min_ranks = 2 },
     { .name = "gpunet_abort", .fn = sc_gpunet_abort, .net_only = 1, .min_ranks = 2 },
     { .name = "perf", .fn = sc_perf, .min_ranks = 2 },
     { .name = "exit", .fn = sc_exit, .min_ranks = 2 },

@@ -4,8 +4,9 @@
  * commit / consume / release on the net shadows, written here from the layout in
  * abi/dev_abi.h), and the shadows are plain memory (the engine's shadow_alloc hook). The
  * engine, the proxy's progress thread and the net (ZINC_NET: the socket net, or IB through the
- * verbs emulation) are the real ones. Every rank is its own "host": ring hops rank -> rank + 1,
- * all over the net.
+ * verbs emulation) are the real ones. Every rank is its own "host": ring hops rank -> rank + 1
+ * over the net (what the ring kernels use), or FIFOs from every rank to every other one (what
+ * send/recv and alltoall use).
  */
 #include "conformance.h"
 #include "abi/dev_abi.h"
@@ -31,7 +32,7 @@ static ncclResult_t plain_alloc(void **host, void **dev, size_t size)
 struct gn_rank {
     struct zn_gpunet *g;
     volatile uint32_t abort_word;
-    uint8_t *sh_next, *sh_prev; /* the shadows the kernels of this rank would see */
+    uint8_t *sh[MAXR]; /* the shadows the kernels of this rank would see (per peer) */
     int me, next, prev;
 };
 
@@ -53,30 +54,30 @@ static size_t gn_bytes(uint64_t pos)
     return pos % 7 == 3 ? odd[(pos / 7) % 4] : GN_SLOT;
 }
 
-static int gn_open(struct rank_env *e, struct gn_rank *r)
+/* all: FIFOs to and from every other rank; else to next and from prev. */
+static int gn_open(struct rank_env *e, struct gn_rank *r, int all)
 {
     memset((void *)r, 0, sizeof(*r));
     r->me = e->rank;
     r->next = (e->rank + 1) % e->nranks;
     r->prev = (e->rank + e->nranks - 1) % e->nranks;
+    uint32_t others = ((1u << e->nranks) - 1) & ~(1u << e->rank);
     CHECK(zn_proxy_acquire() == ncclSuccess, "no proxy");
     struct zn_gpunet_config cfg = { .ctx = &e->ctx,
-                                    .next = r->next,
-                                    .prev = r->prev,
-                                    .next_remote = 1,
-                                    .prev_remote = 1,
+                                    .send_to = all ? others : 1u << r->next,
+                                    .recv_from = all ? others : 1u << r->prev,
                                     .nch = GN_NCH,
                                     .slot_bytes = GN_SLOT,
                                     .abort_word = &r->abort_word,
                                     .shadow_alloc = plain_alloc,
                                     .shadow_free = free };
-    uint8_t *shadow[MAXR] = { 0 };
-    ncclResult_t res = zn_gpunet_create(&cfg, &r->g, shadow);
+    ncclResult_t res = zn_gpunet_create(&cfg, &r->g, r->sh);
     if (res != ncclSuccess) zn_proxy_release();
     CHECK(res == ncclSuccess, "zn_gpunet_create returned %d", (int)res);
-    r->sh_next = shadow[r->next];
-    r->sh_prev = shadow[r->prev];
-    CHECK(r->sh_next && r->sh_prev, "no shadow for the ring neighbours");
+    for (int p = 0; p < e->nranks; p++)
+        CHECK(!r->sh[p] == (p == r->me || (!all && p != r->next && p != r->prev)),
+              "shadow of rank %d: %p", p, (void *)r->sh[p]);
+    CHECK(e->nranks > 2 || all || r->sh[r->next] == r->sh[r->prev], "two shadows for one peer");
     return 0;
 }
 
@@ -87,67 +88,70 @@ static void gn_close(struct gn_rank *r)
     zn_proxy_release();
 }
 
-/* The kernels' side of one channel: push GN_SLOTS slots to next, consume as many from prev. */
+/* The kernels' side of one channel with one peer: push GN_SLOTS slots to it, consume as many
+ * from it. */
 struct gn_chan {
     uint64_t sent, recvd;
 };
 
-/* reserve + fill + commit, if the slot is free (ack from the engine). */
-static int gn_push(struct gn_rank *r, int ch, struct gn_chan *c)
+/* reserve + fill + commit to peer, if the slot is free (ack from the engine). */
+static int gn_push(struct gn_rank *r, int peer, int ch, struct gn_chan *c, uint64_t slots)
 {
     uint64_t pos = c->sent;
-    if (pos >= GN_SLOTS) return 0;
-    uint64_t acked =
-        __atomic_load_n(gn_word(r->sh_next, ZN_DEV_ACK_OFF, r->next, ch), __ATOMIC_ACQUIRE);
+    uint8_t *sh = r->sh[peer];
+    if (pos >= slots) return 0;
+    uint64_t acked = __atomic_load_n(gn_word(sh, ZN_DEV_ACK_OFF, peer, ch), __ATOMIC_ACQUIRE);
     if (pos >= ZN_DEV_NET_NBUF && acked < pos + 1 - ZN_DEV_NET_NBUF) return 0;
     size_t n = gn_bytes(pos);
-    pattern_fill(gn_slot(r->sh_next, 0, ch, pos), n, r->me, r->next, pos * GN_NCH + ch);
-    *gn_word(r->sh_next, ZN_DEV_NETSIZE_OFF, (int)(pos % ZN_DEV_NET_NBUF), ch) = n;
-    __atomic_store_n(gn_word(r->sh_next, ZN_DEV_READY_OFF, r->me, ch), pos + 1, __ATOMIC_RELEASE);
+    pattern_fill(gn_slot(sh, 0, ch, pos), n, r->me, peer, pos * GN_NCH + ch);
+    *gn_word(sh, ZN_DEV_NETSIZE_OFF, (int)(pos % ZN_DEV_NET_NBUF), ch) = n;
+    __atomic_store_n(gn_word(sh, ZN_DEV_READY_OFF, r->me, ch), pos + 1, __ATOMIC_RELEASE);
     c->sent++;
     return 1;
 }
 
-/* consume + check + release, if the engine landed the next slot. -1: wrong bytes. */
-static int gn_pull(struct gn_rank *r, int ch, struct gn_chan *c)
+/* consume + check + release from peer, if the engine landed the next slot. -1: wrong bytes. */
+static int gn_pull(struct gn_rank *r, int peer, int ch, struct gn_chan *c, uint64_t slots)
 {
     uint64_t pos = c->recvd;
-    if (pos >= GN_SLOTS) return 0;
-    uint64_t ready =
-        __atomic_load_n(gn_word(r->sh_prev, ZN_DEV_READY_OFF, r->prev, ch), __ATOMIC_ACQUIRE);
+    uint8_t *sh = r->sh[peer];
+    if (pos >= slots) return 0;
+    uint64_t ready = __atomic_load_n(gn_word(sh, ZN_DEV_READY_OFF, peer, ch), __ATOMIC_ACQUIRE);
     if (ready < pos + 1) return 0;
     size_t n = gn_bytes(pos);
-    size_t bad =
-        pattern_check(gn_slot(r->sh_prev, 1, ch, pos), n, r->prev, r->me, pos * GN_NCH + ch);
+    size_t bad = pattern_check(gn_slot(sh, 1, ch, pos), n, peer, r->me, pos * GN_NCH + ch);
     if (bad != (size_t)-1)
         return fail_at(__FILE__, __LINE__, "slot bytes",
                        "channel %d slot %llu from rank %d: byte %zu of %zu is wrong", ch,
-                       (unsigned long long)pos, r->prev, bad, n);
-    __atomic_store_n(gn_word(r->sh_prev, ZN_DEV_ACK_OFF, r->me, ch), pos + 1, __ATOMIC_RELEASE);
+                       (unsigned long long)pos, peer, bad, n);
+    __atomic_store_n(gn_word(sh, ZN_DEV_ACK_OFF, r->me, ch), pos + 1, __ATOMIC_RELEASE);
     c->recvd++;
     return 1;
 }
 
-/* gpunet: every rank pushes GN_SLOTS slots per channel to next and checks every byte of the
- * GN_SLOTS it gets from prev; the engine carries them in FIFO order with only ZN_DEV_NET_NBUF slots
- * of room, so the ack and ready counts must turn over correctly many times. */
-int sc_gpunet(struct rank_env *e)
+/* Every rank pushes `slots` slots per channel to each peer it sends to and checks every byte
+ * of those it gets; the engine carries them in FIFO order with only ZN_DEV_NET_NBUF slots of
+ * room, so the ack and ready counts must turn over correctly many times. */
+static int gn_run(struct rank_env *e, int all, uint64_t slots)
 {
     struct gn_rank r;
-    if (gn_open(e, &r)) return -1;
-    struct gn_chan c[GN_NCH];
+    if (gn_open(e, &r, all)) return -1;
+    static struct gn_chan c[MAXR][GN_NCH];
     memset(c, 0, sizeof(c));
     double t0 = now_s();
     int rc = 0, done = 0;
     while (!rc && !done) {
         int moved = 0;
         done = 1;
-        for (int ch = 0; ch < GN_NCH && !rc; ch++) {
-            moved |= gn_push(&r, ch, &c[ch]);
-            int got = gn_pull(&r, ch, &c[ch]);
-            if (got < 0) rc = -1;
-            moved |= got > 0;
-            done &= c[ch].sent == GN_SLOTS && c[ch].recvd == GN_SLOTS;
+        for (int p = 0; p < e->nranks && !rc; p++) {
+            int to = p != r.me && (all || p == r.next), from = p != r.me && (all || p == r.prev);
+            for (int ch = 0; ch < GN_NCH && !rc; ch++) {
+                if (to) moved |= gn_push(&r, p, ch, &c[p][ch], slots);
+                int got = from ? gn_pull(&r, p, ch, &c[p][ch], slots) : 0;
+                if (got < 0) rc = -1;
+                moved |= got > 0;
+                done &= (!to || c[p][ch].sent == slots) && (!from || c[p][ch].recvd == slots);
+            }
         }
         const char *why = zn_gpunet_failure(r.g);
         if (!rc && (why || r.abort_word))
@@ -155,16 +159,30 @@ int sc_gpunet(struct rank_env *e)
                          why ? why : "(abort word raised)");
         if (!rc && !done && now_s() - t0 > 60)
             rc = fail_at(__FILE__, __LINE__, "progress",
-                         "after 60 s: channel 0 sent %llu received %llu of %d",
-                         (unsigned long long)c[0].sent, (unsigned long long)c[0].recvd, GN_SLOTS);
+                         "after 60 s: channel 0 to %d sent %llu, from %d received %llu of %llu",
+                         r.next, (unsigned long long)c[r.next][0].sent, r.prev,
+                         (unsigned long long)c[r.prev][0].recvd, (unsigned long long)slots);
         if (!moved) sched_yield();
     }
-    /* The last slots may still be on their way to next: destroy only after everybody has all. */
+    /* The last slots may still be on their way: destroy only after everybody has all. */
     if (!rc) rc = barrier(e);
     gn_close(&r);
     if (!rc)
-        SAY("%d slots per channel each way through the engine in %.2f s", GN_SLOTS, now_s() - t0);
+        SAY("%llu slots per channel and peer each way through the engine (%s) in %.2f s",
+            (unsigned long long)slots, all ? "every pair" : "ring", now_s() - t0);
     return rc;
+}
+
+/* gpunet: the ring's FIFOs, rank -> rank + 1. */
+int sc_gpunet(struct rank_env *e)
+{
+    return gn_run(e, 0, GN_SLOTS);
+}
+
+/* gpunet_all: FIFOs between every two ranks, each carried by its own connections. */
+int sc_gpunet_all(struct rank_env *e)
+{
+    return gn_run(e, 1, GN_SLOTS / 3);
 }
 
 /* gpunet_abort: rank 0's kernels commit far more than the net can hold while rank 1's never
@@ -176,24 +194,23 @@ int sc_gpunet(struct rank_env *e)
 int sc_gpunet_abort(struct rank_env *e)
 {
     struct gn_rank r;
-    if (gn_open(e, &r)) return -1;
+    if (gn_open(e, &r, 0)) return -1;
     int rc = 0;
+    uint8_t *sh_next = r.sh[r.next];
     if (e->rank == 0) {
         /* 4096 slots of 64 KB, 256 MB: more than any socket or queue pair holds. A real kernel
          * would wait for acks; the engine only reads ready and the slot sizes. */
         const uint64_t flood = 4096;
         for (int ch = 0; ch < GN_NCH; ch++) {
             for (int b = 0; b < ZN_DEV_NET_NBUF; b++)
-                *gn_word(r.sh_next, ZN_DEV_NETSIZE_OFF, b, ch) = GN_SLOT;
-            __atomic_store_n(gn_word(r.sh_next, ZN_DEV_READY_OFF, r.me, ch), flood,
-                             __ATOMIC_RELEASE);
+                *gn_word(sh_next, ZN_DEV_NETSIZE_OFF, b, ch) = GN_SLOT;
+            __atomic_store_n(gn_word(sh_next, ZN_DEV_READY_OFF, r.me, ch), flood, __ATOMIC_RELEASE);
         }
         /* Wait until the engine has sent something (it runs), then for its sends to stall. */
         double t0 = now_s();
         uint64_t acked = 0;
         while (acked < ZN_DEV_NET_NBUF && now_s() - t0 < 30)
-            acked =
-                __atomic_load_n(gn_word(r.sh_next, ZN_DEV_ACK_OFF, r.next, 0), __ATOMIC_ACQUIRE);
+            acked = __atomic_load_n(gn_word(sh_next, ZN_DEV_ACK_OFF, r.next, 0), __ATOMIC_ACQUIRE);
         CHECK(acked >= ZN_DEV_NET_NBUF, "the engine sent %llu slots in 30 s",
               (unsigned long long)acked);
         CHECK(acked < flood, "the engine sent all %llu slots to a peer that reads nothing",

@@ -444,8 +444,8 @@ static const struct row rows[] = {
 };
 
 /* The choices for one row, in the table's format; net: some ring neighbours are net shadows
- * (GPUs on several hosts). */
-static void choose_row(const struct row *r, int net, char *out, size_t len)
+ * (GPUs on several hosts); all_fifos: every peer's FIFO is there as well. */
+static void choose_row(const struct row *r, int net, int all_fifos, char *out, size_t len)
 {
     size_t used = 0;
     out[0] = 0;
@@ -456,6 +456,7 @@ static void choose_row(const struct row *r, int net, char *out, size_t len)
                                  .esize = 4,
                                  .nranks = r->nranks,
                                  .ring_mode = r->ring_mode,
+                                 .all_fifos = all_fifos,
                                  .net = net,
                                  .premul = r->premul,
                                  .in_place = r->in_place,
@@ -467,7 +468,8 @@ static void choose_row(const struct row *r, int net, char *out, size_t len)
                                  .force_proto = r->force_proto };
         int nch = 0;
         const struct zn_gpu_algo *g = zn_gpu_algo_select(&c, &nch);
-        used += (size_t)snprintf(out + used, len - used, "%s%s/%d", i ? " " : "", g->name, nch);
+        used += (size_t)snprintf(out + used, len - used, "%s%s/%d", i ? " " : "",
+                                 g ? g->name : "none", nch);
     }
 }
 
@@ -476,7 +478,7 @@ ZT_TEST(choice_per_size_is_pinned)
     int bad = 0;
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         char got[512];
-        choose_row(&rows[i], 0, got, sizeof(got));
+        choose_row(&rows[i], 0, 0, got, sizeof(got));
         if (strcmp(got, rows[i].expect) != 0) {
             fprintf(stderr,
                     "row %zu (%s n=%d ring=%d reg=%d algo=%s proto=%s):\n  want %s\n  got  %s\n", i,
@@ -530,15 +532,56 @@ ZT_TEST(net_ring_is_fifo_only)
                              .force_algo = force[f],
                              .expect = NULL };
             char got[512];
-            choose_row(&r, 1, got, sizeof(got));
+            choose_row(&r, 1, 0, got, sizeof(got));
             for (char *w = strtok(got, " "); w; w = strtok(NULL, " "))
                 ZT_ASSERT(!strcmp(w, "ring/1") || !strcmp(w, "ring/2"));
-            choose_row(&r, 0, got, sizeof(got));
+            choose_row(&r, 0, 0, got, sizeof(got));
             int ll = c == ZN_COLL_ALLREDUCE;
             ZT_ASSERT((strstr(got, "ring_ll/") != NULL) == ll);
         }
     }
 }
 
+/* Across hosts with every peer's FIFO there (all_fifos): the ring collectives keep the FIFO
+ * ring (the direct FIFO pattern where ZINC_ALGO forces it, allreduce aside), alltoall, gather
+ * and scatter take the direct FIFO pattern at every size whatever is forced (no LL packets, no
+ * zero-copy through a net shadow), and without all_fifos ring mode has no pattern for them
+ * (exec stages them). */
+ZT_TEST(net_all_fifos_is_fifo_only)
+{
+    static const char *const force[] = { NULL, "ring", "oneshot", "twoshot", "zerocopy" };
+    static const char *const proto[] = { NULL, "LL", "SIMPLE" };
+    for (int c = 0; c < ZN_NCOLLS; c++) {
+        int ring = zn_gpu_ring_on_gpu((enum zn_coll)c);
+        for (size_t f = 0; f < sizeof(force) / sizeof(force[0]); f++) {
+            for (size_t p = 0; p < sizeof(proto) / sizeof(proto[0]); p++) {
+                for (int reg = 0; reg < 2; reg++) {
+                    struct row r = { .coll = (enum zn_coll)c,
+                                     .nranks = 4,
+                                     .ring_mode = 1,
+                                     .registered = reg,
+                                     .max_ch = 2,
+                                     .force_algo = force[f],
+                                     .force_proto = proto[p],
+                                     .expect = NULL };
+                    char got[512];
+                    choose_row(&r, 1, 1, got, sizeof(got));
+                    int direct_forced =
+                        c != ZN_COLL_ALLREDUCE && force[f] &&
+                        (!strcmp(force[f], "oneshot") || !strcmp(force[f], "twoshot"));
+                    const char *want = ring && !direct_forced ? "ring/" : "direct/";
+                    for (char *w = strtok(got, " "); w; w = strtok(NULL, " "))
+                        ZT_ASSERT(!strncmp(w, want, strlen(want)) && w[strlen(want)] >= '1' &&
+                                  w[strlen(want)] <= '2' && !w[strlen(want) + 1]);
+                    choose_row(&r, 1, 0, got, sizeof(got));
+                    for (char *w = strtok(got, " "); w; w = strtok(NULL, " "))
+                        ZT_ASSERT(!strncmp(w, ring ? "ring/" : "none/", 5));
+                }
+            }
+        }
+    }
+}
+
 ZT_MAIN(ZT_CASE(choice_per_size_is_pinned), ZT_CASE(registry_is_complete),
-        ZT_CASE(ring_mode_collectives), ZT_CASE(net_ring_is_fifo_only))
+        ZT_CASE(ring_mode_collectives), ZT_CASE(net_ring_is_fifo_only),
+        ZT_CASE(net_all_fifos_is_fifo_only))
