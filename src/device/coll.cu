@@ -268,54 +268,48 @@ template <typename T> __device__ void reduce_root(Chan &s, const zn_dev_coll_arg
     }
 }
 
-/* The byte-moving collectives (launched with T = uint8_t, count in bytes per block). */
+/* The byte-moving collectives (launched with T = uint8_t, count in bytes per block), a step
+ * per window of piece_slots() slots: every piece this rank sends for the window, then every
+ * piece it receives. A window's pieces are read before any is written, so in-place alltoall
+ * and gather/scatter are safe. */
 __device__ void move(Chan &s, const zn_dev_coll_args &a)
 {
     int me = s.me, n = s.n, root = a.root;
     const uint8_t *in = (const uint8_t *)a.sendbuf;
     uint8_t *out = (uint8_t *)a.recvbuf;
     uint64_t cnt = a.count;
-    const Span sp = span<uint8_t>(cnt, a.nch, s.ch, a.comm.slot_bytes, 1);
+    const Span sp = span<uint8_t>(cnt, a.nch, s.ch, a.comm.slot_bytes, piece_slots(a.comm));
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
         switch (a.coll) {
         case ZN_DEV_BROADCAST:
             if (me == root) {
                 for (int k = 1; k < n; k++)
-                    if (!push<uint8_t>(s, (me + k) % n, in + w0, wl)) return;
+                    if (!piece_push<uint8_t>(s, (me + k) % n, in + w0, wl)) return;
                 if (out != in) copy_bytes(out + w0, in + w0, wl);
-            } else {
-                const uint8_t *p = consume<uint8_t>(s, root);
-                if (!p) return;
-                copy_bytes(out + w0, p, wl);
-                release(s, root);
+            } else if (!piece_pull<uint8_t>(s, root, out + w0, wl)) {
+                return;
             }
             break;
         case ZN_DEV_SCATTER:
             if (me == root) {
                 for (int k = 1; k < n; k++) {
                     int d = (me + k) % n;
-                    if (!push<uint8_t>(s, d, in + d * cnt + w0, wl)) return;
+                    if (!piece_push<uint8_t>(s, d, in + d * cnt + w0, wl)) return;
                 }
                 if (out != in + me * cnt) copy_bytes(out + w0, in + me * cnt + w0, wl);
-            } else {
-                const uint8_t *p = consume<uint8_t>(s, root);
-                if (!p) return;
-                copy_bytes(out + w0, p, wl);
-                release(s, root);
+            } else if (!piece_pull<uint8_t>(s, root, out + w0, wl)) {
+                return;
             }
             break;
         case ZN_DEV_GATHER:
             if (me != root) {
-                if (!push<uint8_t>(s, root, in + w0, wl)) return;
+                if (!piece_push<uint8_t>(s, root, in + w0, wl)) return;
             } else {
                 if (in != out + me * cnt) copy_bytes(out + me * cnt + w0, in + w0, wl);
                 for (int k = 1; k < n; k++) {
                     int j = (me + k) % n;
-                    const uint8_t *p = consume<uint8_t>(s, j);
-                    if (!p) return;
-                    copy_bytes(out + j * cnt + w0, p, wl);
-                    release(s, j);
+                    if (!piece_pull<uint8_t>(s, j, out + j * cnt + w0, wl)) return;
                 }
             }
             break;
@@ -323,16 +317,13 @@ __device__ void move(Chan &s, const zn_dev_coll_args &a)
             int a2a = a.coll == ZN_DEV_ALLTOALL;
             for (int k = 1; k < n; k++) {
                 int d = (me + k) % n;
-                if (!push<uint8_t>(s, d, in + (a2a ? d * cnt : 0) + w0, wl)) return;
+                if (!piece_push<uint8_t>(s, d, in + (a2a ? d * cnt : 0) + w0, wl)) return;
             }
             const uint8_t *own = in + (a2a ? me * cnt : 0) + w0;
             if (own != out + me * cnt + w0) copy_bytes(out + me * cnt + w0, own, wl);
             for (int k = 1; k < n; k++) {
                 int j = (me + n - k) % n;
-                const uint8_t *p = consume<uint8_t>(s, j);
-                if (!p) return;
-                copy_bytes(out + j * cnt + w0, p, wl);
-                release(s, j);
+                if (!piece_pull<uint8_t>(s, j, out + j * cnt + w0, wl)) return;
             }
             break;
         }

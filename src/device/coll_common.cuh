@@ -286,6 +286,56 @@ __device__ __forceinline__ bool ll_reduce_packet(Chan &s, const zn_dev_coll_args
     return true;
 }
 
+/* Pieces. A step of a FIFO pattern (the ring kernels, the direct byte-moving ones) moves a
+ * piece of up to piece_slots() slots to a peer, one slot at a time, before it waits for what
+ * comes back (NCCL's chunk steps): a rank fills several slots before it waits. A FIFO holds
+ * nbuf = 2 x piece_slots() slots, the piece being drained and the next one, so a step's pushes
+ * wait only for the peer to have taken the pieces of two steps before, and no chain of such
+ * waits closes on itself. A piece takes ceil(cnt / slot) slots, and one when it is empty,
+ * counted alike on both ends. On one host nbuf is 2: a piece is one slot. */
+__device__ __forceinline__ int piece_slots(const zn_dev_comm &c)
+{
+    return c.nbuf / 2;
+}
+
+template <typename T> struct Sub {
+    uint64_t per, off, len;
+    __device__ Sub(const Chan &s, uint64_t cnt) : per(s.c->slot_bytes / sizeof(T)), off(0)
+    {
+        len = cnt < per ? cnt : per;
+    }
+    __device__ bool next(uint64_t cnt)
+    {
+        off += len;
+        len = cnt - off < per ? cnt - off : per;
+        return off < cnt;
+    }
+};
+
+/* Block-wide: a piece of cnt elements from src (PreMulSum scales it) to dst. */
+template <typename T>
+__device__ bool piece_push(Chan &s, int dst, const T *src, uint64_t cnt, int premul = 0, T sc = T())
+{
+    Sub<T> u(s, cnt);
+    do {
+        if (!push<T>(s, dst, src + u.off, u.len, premul, sc)) return false;
+    } while (u.next(cnt));
+    return true;
+}
+
+/* Block-wide: a piece of cnt elements from src's FIFO (piece_push's other end) to out. */
+template <typename T> __device__ bool piece_pull(Chan &s, int src, T *out, uint64_t cnt)
+{
+    Sub<T> u(s, cnt);
+    do {
+        const T *p = consume<T>(s, src);
+        if (!p) return false;
+        copy_bytes((uint8_t *)(out + u.off), (const uint8_t *)p, u.len * sizeof(T));
+        release(s, src);
+    } while (u.next(cnt));
+    return true;
+}
+
 } // namespace zn
 
 #endif

@@ -22,41 +22,6 @@ static __device__ Ring ring_of(const zn_dev_comm &c)
     return { p, c.ring[(p + 1) % n], c.ring[(p + n - 1) % n] };
 }
 
-/* A ring step moves a piece of up to ring_steps() slots, one slot at a time, so that a rank
- * fills several slots to next before it waits for prev (NCCL's chunk steps): a FIFO holds
- * nbuf = 2 x ring_steps() slots, the piece being drained and the next one, so no ring of such
- * steps can wait on itself. A piece takes ceil(cnt / slot) slots, and one when it is empty,
- * counted alike on both ends of a hop. */
-__device__ __forceinline__ int ring_steps(const zn_dev_comm &c)
-{
-    return c.nbuf / 2;
-}
-
-template <typename T> struct Sub {
-    uint64_t per, off, len;
-    __device__ Sub(const Chan &s, uint64_t cnt) : per(s.c->slot_bytes / sizeof(T)), off(0)
-    {
-        len = cnt < per ? cnt : per;
-    }
-    __device__ bool next(uint64_t cnt)
-    {
-        off += len;
-        len = cnt - off < per ? cnt - off : per;
-        return off < cnt;
-    }
-};
-
-/* Block-wide: a piece of cnt elements from src (PreMulSum scales it) to next. */
-template <typename T>
-__device__ bool ring_push(Chan &s, int next, const T *src, uint64_t cnt, int premul = 0, T sc = T())
-{
-    Sub<T> u(s, cnt);
-    do {
-        if (!push<T>(s, next, src + u.off, u.len, premul, sc)) return false;
-    } while (u.next(cnt));
-    return true;
-}
-
 /* Block-wide, one ring step over a piece of cnt elements, slot by slot: a slot of next reserved
  * when `forward`, prev's next slot consumed, body(prev's slot, next's slot or NULL, offset in
  * the piece, elements) run by the block, prev's slot released and next's committed. */
@@ -115,11 +80,11 @@ template <typename T> __device__ void allreduce_ring(Chan &s, const zn_dev_coll_
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, n * ring_steps(a.comm));
+    const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, n * piece_slots(a.comm));
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0), ps, pl;
         piece(wl, n, (g.pos + n - 1) % n, &ps, &pl);
-        if (!ring_push<T>(s, g.next, in + w0 + ps, pl, a.premul, sc)) return;
+        if (!piece_push<T>(s, g.next, in + w0 + ps, pl, a.premul, sc)) return;
         for (int st = 1; st < n; st++) {
             int last = st == n - 1;
             piece(wl, n, (g.pos + 2 * n - 1 - st) % n, &ps, &pl);
@@ -213,11 +178,11 @@ template <typename T> __device__ void reducescatter_ring(Chan &s, const zn_dev_c
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, ring_steps(c));
+    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, piece_slots(c));
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
         int b = c.ring[(g.pos + n - 1) % n];
-        if (!ring_push<T>(s, g.next, in + b * a.count + w0, wl, a.premul, sc)) return;
+        if (!piece_push<T>(s, g.next, in + b * a.count + w0, wl, a.premul, sc)) return;
         for (int st = 1; st < n; st++) {
             int last = st == n - 1;
             b = c.ring[(g.pos + 2 * n - 1 - st) % n];
@@ -241,11 +206,11 @@ template <typename T> __device__ void reduce_ring(Chan &s, const zn_dev_coll_arg
     const T *in = (const T *)a.sendbuf;
     T *out = (T *)a.recvbuf;
     T sc = scalar_of<T>(a);
-    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, ring_steps(c));
+    const Span sp = span<T>(a.count, a.nch, s.ch, c.slot_bytes, piece_slots(c));
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
         if (first) {
-            if (!ring_push<T>(s, g.next, in + w0, wl, a.premul, sc)) return;
+            if (!piece_push<T>(s, g.next, in + w0, wl, a.premul, sc)) return;
             continue;
         }
         if (!ring_reduce_step<T>(s, a, g, in + w0, me == root ? out + w0 : nullptr, me != root, wl,
@@ -263,14 +228,14 @@ static __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
     const uint8_t *in = (const uint8_t *)a.sendbuf;
     uint8_t *out = (uint8_t *)a.recvbuf;
     uint64_t cnt = a.count;
-    const Span sp = span<uint8_t>(cnt, a.nch, s.ch, c.slot_bytes, ring_steps(c));
+    const Span sp = span<uint8_t>(cnt, a.nch, s.ch, c.slot_bytes, piece_slots(c));
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
         if (a.coll == ZN_DEV_BROADCAST) {
             /* A chain from the root: each keeps the window and passes it on, up to the
              * position before the root. */
             if (me == root) {
-                if (!ring_push<uint8_t>(s, g.next, in + w0, wl)) return;
+                if (!piece_push<uint8_t>(s, g.next, in + w0, wl)) return;
                 if (out != in) copy_bytes(out + w0, in + w0, wl);
                 continue;
             }
@@ -279,7 +244,7 @@ static __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
         }
         /* Allgather: own block to next, then n-1 steps receiving the block of position p-st
          * and passing it on unless next owns it. */
-        if (!ring_push<uint8_t>(s, g.next, in + w0, wl)) return;
+        if (!piece_push<uint8_t>(s, g.next, in + w0, wl)) return;
         if (in + w0 != out + me * cnt + w0) copy_bytes(out + me * cnt + w0, in + w0, wl);
         for (int st = 1; st < n; st++) {
             int b = c.ring[(g.pos + n - st) % n];

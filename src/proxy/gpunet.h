@@ -12,9 +12,10 @@
  * net transport without GPUDirect works the same way):
  *
  * Each FIFO through a shadow has ZN_DEV_NET_NBUF slots (NCCL's NCCL_STEPS), as have the arenas
- * of a communicator across hosts, and the ring kernels move 4 of them per step (coll_ring.cuh's
- * ring_steps): the net's round trip, and peers whose kernels take turns on a GPU, need more in
- * flight per channel than one slot.
+ * of a communicator across hosts, and the ring and direct kernels move 4 of them per step
+ * (coll_common.cuh's piece_slots; the send/recv kernel fills as many as there is room for): the
+ * net's round trip, and peers whose kernels take turns on a GPU, need more in flight per
+ * channel than one slot.
  *
  *   sending to p: kernel fills slot k of row 0 of shadow(p), raises ready[me][ch] -> engine
  *     isends the slot (its byte count from ZN_DEV_NETSIZE_OFF) -> when the send completes,
