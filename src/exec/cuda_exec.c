@@ -196,16 +196,75 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, i
     return zn_cuda_note(&cx->order, stream);
 }
 
+/* Alltoall, gather and scatter as the send/recv kernel's sends and receives (NCCL's scheme for
+ * them): each peer's FIFO moves as fast as that peer takes it, with every slot of it in flight,
+ * where the direct pattern waits for every peer's piece per step. Not in-place alltoall (a
+ * block would be overwritten while it is still being sent): that one keeps the direct pattern,
+ * whose steps read a window of every block before they write any. Returns 0 for those. */
+static int as_p2p(const struct zn_cuda_op *o)
+{
+    const struct zn_coll_args *a = &o->a;
+    return (a->coll == ZN_COLL_ALLTOALL && a->sendbuf != a->recvbuf) || a->coll == ZN_COLL_GATHER ||
+           a->coll == ZN_COLL_SCATTER;
+}
+
+static ncclResult_t launch_coll_p2p(struct zn_cuda_ctx *cx, const struct zn_cuda_op *o)
+{
+    const struct zn_coll_args *a = &o->a;
+    int n = cx->dev.nranks, me = cx->dev.rank, m = 0;
+    size_t blk = a->count * a->esize;
+    const uint8_t *in = a->sendbuf;
+    uint8_t *out = a->recvbuf;
+    struct zn_cuda_op *ops = calloc(2 * (size_t)n, sizeof(*ops));
+    if (!ops) return zn_error(ncclSystemError, ZN_COLL, "out of memory");
+    for (int j = 0; j < n; j++) {
+        /* What this rank sends to j and where what j sends lands (NULL: nothing). */
+        const uint8_t *src = NULL;
+        uint8_t *dst = NULL;
+        switch (a->coll) {
+        case ZN_COLL_ALLTOALL:
+            src = in + (size_t)j * blk;
+            dst = out + (size_t)j * blk;
+            break;
+        case ZN_COLL_GATHER:
+            src = j == a->root ? in : NULL;
+            dst = me == a->root ? out + (size_t)j * blk : NULL;
+            break;
+        default: /* scatter */
+            src = me == a->root ? in + (size_t)j * blk : NULL;
+            dst = j == a->root ? out : NULL;
+            break;
+        }
+        if (j == me && src == dst) continue; /* in place: the own block is there */
+        struct zn_coll_args p = *a;
+        p.root = j;
+        if (src) {
+            p.sendbuf = src;
+            ops[m++] = (struct zn_cuda_op){ .kind = ZN_CUDA_SEND, .a = p, .stream = o->stream };
+        }
+        if (dst) {
+            p.recvbuf = dst;
+            ops[m++] = (struct zn_cuda_op){ .kind = ZN_CUDA_RECV, .a = p, .stream = o->stream };
+        }
+    }
+    ncclResult_t res = launch_p2p(cx, ops, m);
+    free(ops);
+    return res;
+}
+
 /* Ring mode: the collectives with ring kernels run on the GPU, in call order with the staged
  * ones; every send and receive is staged (peers need not be neighbours). Across hosts with
- * every peer's FIFO there (all_fifos), the rest runs as kernels too: the direct patterns for
- * alltoall, gather and scatter, the send/recv kernel for the group's sends and receives. */
+ * every peer's FIFO there (all_fifos), the rest runs as kernels too: alltoall, gather and
+ * scatter as the send/recv kernel (as_p2p; in-place alltoall as the direct pattern), each in
+ * its place in call order, and the group's sends and receives in one send/recv kernel. */
 static ncclResult_t launch_ring_mode(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
 {
     int np2p = 0;
     for (int i = 0; i < n; i++) {
         if (ops[i].kind != ZN_CUDA_COLL)
             np2p++;
+        else if (cx->all_fifos && ops[i].a.count && as_p2p(&ops[i]))
+            ZN_CHECK(launch_coll_p2p(cx, &ops[i]));
         else if (cx->all_fifos || zn_gpu_ring_on_gpu(ops[i].a.coll))
             ZN_CHECK(launch_coll(cx, &ops[i]));
         else
