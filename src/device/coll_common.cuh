@@ -323,17 +323,32 @@ __device__ bool piece_push(Chan &s, int dst, const T *src, uint64_t cnt, int pre
     return true;
 }
 
-/* Block-wide: a piece of cnt elements from src's FIFO (piece_push's other end) to out. */
-template <typename T> __device__ bool piece_pull(Chan &s, int src, T *out, uint64_t cnt)
+/* Block-wide, a piece of cnt elements from src's FIFO (piece_push's other end), slot by slot:
+ * a slot of dst reserved (dst >= 0: passing the piece on), src's next slot consumed, body(src's
+ * slot, dst's slot or NULL, offset in the piece, elements) run by the block, src's slot
+ * released and dst's committed. */
+template <typename T, typename F>
+__device__ bool piece_step(Chan &s, int src, int dst, uint64_t cnt, F body)
 {
     Sub<T> u(s, cnt);
     do {
+        T *fwd = nullptr;
+        if (dst >= 0 && !(fwd = reserve<T>(s, dst))) return false;
         const T *p = consume<T>(s, src);
         if (!p) return false;
-        copy_bytes((uint8_t *)(out + u.off), (const uint8_t *)p, u.len * sizeof(T));
+        body(p, fwd, u.off, u.len);
         release(s, src);
+        if (fwd) commit(s, dst, u.len * sizeof(T));
     } while (u.next(cnt));
     return true;
+}
+
+/* Block-wide: a piece of cnt elements from src's FIFO to out. */
+template <typename T> __device__ bool piece_pull(Chan &s, int src, T *out, uint64_t cnt)
+{
+    return piece_step<T>(s, src, -1, cnt, [&](const T *p, T *, uint64_t off, uint64_t len) {
+        copy_bytes((uint8_t *)(out + off), (const uint8_t *)p, len * sizeof(T));
+    });
 }
 
 } // namespace zn

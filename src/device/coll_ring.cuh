@@ -22,25 +22,6 @@ static __device__ Ring ring_of(const zn_dev_comm &c)
     return { p, c.ring[(p + 1) % n], c.ring[(p + n - 1) % n] };
 }
 
-/* Block-wide, one ring step over a piece of cnt elements, slot by slot: a slot of next reserved
- * when `forward`, prev's next slot consumed, body(prev's slot, next's slot or NULL, offset in
- * the piece, elements) run by the block, prev's slot released and next's committed. */
-template <typename T, typename F>
-__device__ bool ring_step(Chan &s, const Ring &g, bool forward, uint64_t cnt, F body)
-{
-    Sub<T> u(s, cnt);
-    do {
-        T *fwd = nullptr;
-        if (forward && !(fwd = reserve<T>(s, g.next))) return false;
-        const T *p = consume<T>(s, g.prev);
-        if (!p) return false;
-        body(p, fwd, u.off, u.len);
-        release(s, g.prev);
-        if (fwd) commit(s, g.next, u.len * sizeof(T));
-    } while (u.next(cnt));
-    return true;
-}
-
 /* Block-wide, one reduce step of a ring: the next piece from prev reduced with this rank's own
  * operand `own` (cnt elements; PreMulSum scales own). The result goes to `out` (the final
  * output; NULL on intermediate steps) and, when `forward`, into slots to next, in the same
@@ -49,13 +30,14 @@ template <typename T>
 __device__ bool ring_reduce_step(Chan &s, const zn_dev_coll_args &a, const Ring &g, const T *own,
                                  T *out, bool forward, uint64_t cnt, T sc, int post_div)
 {
-    return ring_step<T>(s, g, forward, cnt, [&](const T *p, T *fwd, uint64_t off, uint64_t len) {
-        const T *srcs[ZN_DEV_MAX_RANKS] = { p, own + off };
-        T *extra[1] = { fwd };
-        T *o = out ? out + off : nullptr;
-        reduce_n<T>(o ? o : fwd, extra, o && fwd ? 1 : 0, srcs, 2, len, a.op, 1, a.premul, sc,
-                    post_div);
-    });
+    return piece_step<T>(s, g.prev, forward ? g.next : -1, cnt,
+                         [&](const T *p, T *fwd, uint64_t off, uint64_t len) {
+                             const T *srcs[ZN_DEV_MAX_RANKS] = { p, own + off };
+                             T *extra[1] = { fwd };
+                             T *o = out ? out + off : nullptr;
+                             reduce_n<T>(o ? o : fwd, extra, o && fwd ? 1 : 0, srcs, 2, len, a.op,
+                                         1, a.premul, sc, post_div);
+                         });
 }
 
 /* Block-wide, a copy step of a ring: the next piece from prev (cnt elements) to out and, when
@@ -63,9 +45,11 @@ __device__ bool ring_reduce_step(Chan &s, const zn_dev_coll_args &a, const Ring 
 template <typename T>
 __device__ bool ring_pass(Chan &s, const Ring &g, T *out, bool forward, uint64_t cnt)
 {
-    return ring_step<T>(s, g, forward, cnt, [&](const T *p, T *fwd, uint64_t off, uint64_t len) {
-        copy_bytes2((uint8_t *)(out + off), (uint8_t *)fwd, (const uint8_t *)p, len * sizeof(T));
-    });
+    return piece_step<T>(s, g.prev, forward ? g.next : -1, cnt,
+                         [&](const T *p, T *fwd, uint64_t off, uint64_t len) {
+                             copy_bytes2((uint8_t *)(out + off), (uint8_t *)fwd, (const uint8_t *)p,
+                                         len * sizeof(T));
+                         });
 }
 
 /* Per window of n pieces (piece j indexed by ring position): reduce-scatter steps st = 0..n-1,

@@ -42,8 +42,8 @@ struct gn_addr {
 /* A peer on another host this rank exchanges slots with: its shadow and connections. */
 struct gn_peer {
     int rank;
-    int to, from;         /* this rank sends to it / receives from it */
-    uint8_t *sh, *sh_dev; /* its shadow (host and device views) */
+    int to, from; /* this rank sends to it / receives from it */
+    uint8_t *sh;  /* its shadow (host view) */
     void *listen[ZN_GPUNET_MAX_CH];
     struct gn_dir snd[ZN_GPUNET_MAX_CH], rcv[ZN_GPUNET_MAX_CH];
     char who[128];
@@ -56,7 +56,6 @@ struct zn_gpunet {
     void *nctx;
     struct gn_peer *peers; /* the peers of send_to | recv_from, in rank order */
     int npeers;
-    size_t sh_bytes;
     struct zn_proxy_client client;
     atomic_int failed;
     char failure[320];
@@ -360,24 +359,21 @@ static ncclResult_t connect_all(struct zn_gpunet *g, void *all)
 /* A shadow per peer (both directions share it: rows 0 and 1), registered on each connection. */
 static ncclResult_t alloc_shadows(struct zn_gpunet *g, uint8_t *shadow_dev[])
 {
-    g->sh_bytes = zn_dev_net_shadow_bytes(g->cfg.nch, g->cfg.slot_bytes);
+    size_t bytes = zn_dev_net_shadow_bytes(g->cfg.nch, g->cfg.slot_bytes);
     ncclResult_t (*alloc)(void **, void **, size_t) =
         g->cfg.shadow_alloc ? g->cfg.shadow_alloc : zn_cuda_host_alloc;
     const ncclNet_t *net = g->net->ops;
     for (int i = 0; i < g->npeers; i++) {
         struct gn_peer *p = &g->peers[i];
         void *h = NULL, *d = NULL;
-        ZN_CHECK(alloc(&h, &d, g->sh_bytes));
+        ZN_CHECK(alloc(&h, &d, bytes));
         p->sh = h;
-        p->sh_dev = d;
         shadow_dev[p->rank] = d;
         for (int ch = 0; ch < g->cfg.nch; ch++) {
             if (p->to)
-                ZN_CHECK(
-                    net->regMr(p->snd[ch].comm, p->sh, g->sh_bytes, NCCL_PTR_HOST, &p->snd[ch].mh));
+                ZN_CHECK(net->regMr(p->snd[ch].comm, p->sh, bytes, NCCL_PTR_HOST, &p->snd[ch].mh));
             if (p->from)
-                ZN_CHECK(
-                    net->regMr(p->rcv[ch].comm, p->sh, g->sh_bytes, NCCL_PTR_HOST, &p->rcv[ch].mh));
+                ZN_CHECK(net->regMr(p->rcv[ch].comm, p->sh, bytes, NCCL_PTR_HOST, &p->rcv[ch].mh));
         }
     }
     return ncclSuccess;

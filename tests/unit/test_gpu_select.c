@@ -513,6 +513,17 @@ ZT_TEST(ring_mode_collectives)
         [ZN_COLL_ALLGATHER] = 1, [ZN_COLL_REDUCESCATTER] = 1,
     };
     for (int c = 0; c < ZN_NCOLLS; c++) ZT_EQ_INT(zn_gpu_ring_on_gpu((enum zn_coll)c), on_gpu[c]);
+    /* ZINC_ALGO=ring never gives a collective without ring kernels the ring pattern (it would
+     * run it as an allgather). */
+    for (int c = 0; c < ZN_NCOLLS; c++) {
+        if (on_gpu[c]) continue;
+        struct row r = {
+            .coll = (enum zn_coll)c, .nranks = 4, .max_ch = 128, .force_algo = "ring"
+        };
+        char got[512];
+        choose_row(&r, 0, 0, got, sizeof(got));
+        ZT_ASSERT(strstr(got, "ring") == NULL);
+    }
 }
 
 /* Across hosts (net shadows among the neighbours' arenas) every ring collective takes the FIFO
