@@ -6,7 +6,9 @@
  * arena in its device memory, mapped into every peer (p2p transport). Between each ordered
  * pair of ranks (src -> dst) and each channel (one thread block of a kernel) there is a FIFO of
  * nbuf slots that lives in dst's arena; src pushes into it, dst consumes from it (nbuf:
- * ZN_DEV_NBUF, or ZN_DEV_NET_NBUF for a communicator across hosts, zn_dev_comm):
+ * ZN_DEV_NBUF, or ZN_DEV_NET_NBUF for a communicator across hosts, zn_dev_comm). Rows are
+ * indexed by the peer's slot in d's view (zn_dev_comm: its rank, except on a ring of more than
+ * ZN_DEV_MAX_RANKS ranks):
  *
  *   arena of rank d:
  *   +--------------------------------------------------------------+ 0
@@ -29,13 +31,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZN_DEV_MAX_RANKS   8   /* GPUs of one host on the p2p path */
+#define ZN_DEV_MAX_RANKS   8   /* peer slots of a kernel: GPUs of one host on the p2p path */
+#define ZN_DEV_MAX_RING    64  /* ranks of a ring across hosts on the kernel path (zn_dev_comm) */
 #define ZN_DEV_MAX_CH      128 /* channels: thread blocks of a kernel */
 #define ZN_DEV_NBUF        2   /* slots per FIFO of a communicator on one host */
 #define ZN_DEV_NET_NBUF    8   /* slots per FIFO of one across hosts (NCCL's NCCL_STEPS) */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 9
+#define ZN_DEV_ABI_VERSION 10
 
 #define ZN_DEV_CTRL_WORDS  (8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
@@ -89,18 +92,19 @@ static_assert(ZN_DEV_NET_NBUF <= ZN_DEV_MAX_RANKS, "a net slot's size word per b
 _Static_assert(ZN_DEV_NET_NBUF <= ZN_DEV_MAX_RANKS, "a net slot's size word per buffer fits");
 #endif
 
-/* Arena layout for a communicator of nranks ranks, nch channels (the communicator's most; the
- * control words always have room for ZN_DEV_MAX_CH), nbuf slots per FIFO and this slot size:
- * control words, then the FIFO slots (src, ch, buf), then the LL buffers (src, ch, 2). */
-ZN_DEV_HD static inline size_t zn_dev_ll_off(int nranks, int nch, int nbuf, size_t slot_bytes)
+/* Arena layout for a communicator whose kernels have nslots peer slots (zn_dev_comm), nch channels
+ * (the communicator's most; the control words always have room for ZN_DEV_MAX_CH), nbuf slots per
+ * FIFO and this slot size: control words, then the FIFO slots (src, ch, buf), then the LL buffers
+ * (src, ch, 2). */
+ZN_DEV_HD static inline size_t zn_dev_ll_off(int nslots, int nch, int nbuf, size_t slot_bytes)
 {
-    return ZN_DEV_DATA_OFF + (size_t)nranks * (size_t)nch * (size_t)nbuf * slot_bytes;
+    return ZN_DEV_DATA_OFF + (size_t)nslots * (size_t)nch * (size_t)nbuf * slot_bytes;
 }
 
-ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nranks, int nch, int nbuf, size_t slot_bytes)
+ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nslots, int nch, int nbuf, size_t slot_bytes)
 {
-    return zn_dev_ll_off(nranks, nch, nbuf, slot_bytes) +
-           (size_t)nranks * (size_t)nch * 2 * ZN_DEV_LL_BYTES;
+    return zn_dev_ll_off(nslots, nch, nbuf, slot_bytes) +
+           (size_t)nslots * (size_t)nch * 2 * ZN_DEV_LL_BYTES;
 }
 
 /* Offset of control word (peer, ch) of the array at off (ZN_DEV_READY_OFF, ...). */
@@ -162,9 +166,17 @@ enum zn_dev_algo {
     ZN_DEV_RING_LL = 5   /* small allreduce on a ring: LL packets forwarded along it */
 };
 
-/* What every kernel of a communicator needs to find its peers and report trouble. */
+/* What every kernel of a communicator needs to find its peers and report trouble.
+ *
+ * Kernels address peers by slot: arena[k], the control rows and FIFO slots of a peer, the
+ * bits of net_mask. Up to ZN_DEV_MAX_RANKS ranks a peer's slot is its rank. A ring across
+ * hosts of more ranks (ring mode: a rank talks to its ring neighbours only) has three slots,
+ * 0 this rank, 1 the next rank on the ring and 2 the previous one, and the rank a kernel
+ * writes about itself into a neighbour's arena is the slot that neighbour gives it (row_at:
+ * this rank is its next's slot 2 and its prev's slot 1). rank, nranks and ring[] stay the
+ * communicator's: they place the data. */
 struct zn_dev_comm {
-    uint8_t *arena[ZN_DEV_MAX_RANKS]; /* each rank's arena as mapped on this device (own and
+    uint8_t *arena[ZN_DEV_MAX_RANKS]; /* each slot's arena as mapped on this device (own and
                                          ring neighbours always; others NULL in ring mode) */
     volatile uint32_t *abort_flag;    /* host-mapped: set by ncclCommAbort */
     uint32_t *error;                  /* host-mapped: a kernel that gives up writes its reason */
@@ -172,12 +184,16 @@ struct zn_dev_comm {
     uint64_t ll_off;     /* offset of the LL buffers in every arena */
     uint64_t timeout_ns; /* a wait without progress longer than this fails */
     int32_t rank, nranks;
-    int32_t nch;      /* channels the arena has room for (no kernel launches more) */
-    int32_t ring_pos; /* this rank's position on the ring */
-    int32_t nbuf;     /* slots per FIFO in the arenas (a net shadow: ZN_DEV_NET_NBUF); a
-                         ring step moves nbuf / 2 of them (coll_ring.cuh) */
-    int8_t ring[ZN_DEV_MAX_RANKS]; /* rank at each ring position (neighbours reach each other) */
-    uint8_t net_mask;              /* bit r: arena[r] is a net shadow (ZN_DEV_NETSIZE_OFF) */
+    int32_t nch;       /* channels the arena has room for (no kernel launches more) */
+    int32_t ring_pos;  /* this rank's position on the ring */
+    int32_t nbuf;      /* slots per FIFO in the arenas (a net shadow: ZN_DEV_NET_NBUF); a
+                          ring step moves nbuf / 2 of them (coll_ring.cuh) */
+    int32_t self;      /* this rank's slot */
+    int32_t nslots;    /* slots in use: nranks, or 3 for a ring of more than ZN_DEV_MAX_RANKS */
+    int8_t next, prev; /* slots of the ring neighbours */
+    int8_t row_at[ZN_DEV_MAX_RANKS]; /* the slot that the peer in slot k gives this rank */
+    int8_t ring[ZN_DEV_MAX_RING];    /* rank at each ring position (neighbours reach each other) */
+    uint8_t net_mask;                /* bit k: arena[k] is a net shadow (ZN_DEV_NETSIZE_OFF) */
 };
 
 /* Kernel error codes written to *error (first one wins). */

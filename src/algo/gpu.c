@@ -74,10 +74,11 @@ static int ring_ll_channels(const struct zn_gpu_call *c)
     }
 }
 
-/* The patterns that reach every peer need every peer's arena: not in ring mode. */
+/* The patterns that reach every peer need every peer's arena: not in ring mode, and at most
+ * ZN_DEV_MAX_RANKS ranks (they address peers by rank: abi/dev_abi.h). */
 static int all_peers_mapped(const struct zn_gpu_call *c)
 {
-    return !(c->ring_mode && c->nranks > 1);
+    return !(c->ring_mode && c->nranks > 1) && c->nranks <= ZN_DEV_MAX_RANKS;
 }
 
 /* --- zero-copy ------------------------------------------------------------------------- */
@@ -115,8 +116,8 @@ static double zerocopy_cost(const struct zn_gpu_call *c)
  * fenced FIFO steps. */
 static int ring_ll_supports(const struct zn_gpu_call *c)
 {
-    return c->nranks > 1 && c->coll == ZN_COLL_ALLREDUCE && ll_fits(c) && ring_ll_channels(c) &&
-           !c->net;
+    return c->nranks > 1 && c->nranks <= ZN_DEV_MAX_RANKS && c->coll == ZN_COLL_ALLREDUCE &&
+           ll_fits(c) && ring_ll_channels(c) && !c->net;
 }
 
 static double ring_ll_cost(const struct zn_gpu_call *c)

@@ -111,7 +111,7 @@ static ncclResult_t host_index(const struct ncclComm *c, int *host, int *nhosts)
 static ncclResult_t topology(struct ncclComm *c)
 {
     int n = c->nranks;
-    int *host = malloc((size_t)n * sizeof(int));
+    int *host = calloc((size_t)n, sizeof(int));
     int *start = calloc((size_t)n + 1, sizeof(int));
     c->ring = malloc((size_t)n * sizeof(int));
     ncclResult_t res = ncclSystemError;
@@ -327,7 +327,7 @@ static ncclResult_t agree_gpu_net(struct ncclComm *c, const uint8_t *reach, int 
             !(reach[a * n + b] && reach[b * n + a]))
             *use = 0;
     }
-    *all = *use && want[0] == 0;
+    *all = *use && want[0] == 0 && n <= ZN_DEV_MAX_RANKS; /* kernels reach peers by rank */
     for (int a = 0; *all && a < n; a++)
         for (int b = 0; b < n; b++)
             if (a != b && c->peers[a].host_hash == c->peers[b].host_hash && !reach[a * n + b])
@@ -336,31 +336,57 @@ static ncclResult_t agree_gpu_net(struct ncclComm *c, const uint8_t *reach, int 
     return res;
 }
 
+/* The kernels' peer slots (abi/dev_abi.h, zn_dev_comm): slot[r] the slot of rank r, row_in[r]
+ * the slot rank r gives this rank (-1: none). Up to ZN_DEV_MAX_RANKS ranks, the ranks; a ring
+ * of more (across hosts) has this rank in slot 0, next in 1, prev in 2, and so is each rank
+ * its next's slot 2 and its prev's slot 1. Returns the number of slots. */
+static int dev_slots(int n, int me, int next, int prev, int8_t *slot, int8_t *row_in)
+{
+    if (n <= ZN_DEV_MAX_RANKS) {
+        for (int r = 0; r < n; r++) {
+            slot[r] = (int8_t)r;
+            row_in[r] = (int8_t)me;
+        }
+        return n;
+    }
+    memset(slot, -1, (size_t)n);
+    memset(row_in, -1, (size_t)n);
+    slot[me] = 0;
+    slot[next] = 1;
+    slot[prev] = 2;
+    row_in[me] = 0;
+    row_in[next] = 2;
+    row_in[prev] = 1;
+    return 3;
+}
+
 /* The peers on another host that the kernels exchange FIFO slots with (every one, or the ring
  * neighbours) get net shadows for arenas (abi/dev_abi.h), served by the proxy's GPU net
  * engine. */
 static ncclResult_t setup_gpu_net(struct ncclComm *c, int next, int prev, int all, int nch,
-                                  size_t slot)
+                                  size_t slot_bytes, const int8_t *slot, const int8_t *row_in)
 {
     struct zn_cuda_ctx *x = &c->cuda;
     uint64_t h = c->peers[c->rank].host_hash;
-    uint32_t remote = 0;
+    uint64_t remote = 0;
     for (int r = 0; r < c->nranks; r++)
-        if (c->peers[r].host_hash != h) remote |= 1u << r;
-    uint32_t to = all ? remote : remote & (1u << next);
-    uint32_t from = all ? remote : remote & (1u << prev);
+        if (c->peers[r].host_hash != h) remote |= 1ull << r;
+    uint64_t to = all ? remote : remote & (1ull << next);
+    uint64_t from = all ? remote : remote & (1ull << prev);
     struct zn_gpunet_config cfg = { .ctx = &c->tctx,
                                     .send_to = to,
                                     .recv_from = from,
+                                    .slot = slot,
+                                    .row_in = row_in,
                                     .nch = nch,
-                                    .slot_bytes = slot,
+                                    .slot_bytes = slot_bytes,
                                     .abort_word = (volatile uint32_t *)c->host_words };
-    uint8_t *shadow[ZN_DEV_MAX_RANKS] = { 0 };
+    uint8_t *shadow[ZN_DEV_MAX_RING] = { 0 };
     ZN_CHECK(zn_gpunet_create(&cfg, &x->gnet, shadow));
     for (int r = 0; r < c->nranks; r++) {
         if (!shadow[r]) continue;
-        x->dev.arena[r] = shadow[r];
-        x->dev.net_mask |= (uint8_t)(1u << r);
+        x->dev.arena[slot[r]] = shadow[r];
+        x->dev.net_mask |= (uint8_t)(1u << slot[r]);
     }
     x->all_fifos = all;
     return ncclSuccess;
@@ -371,24 +397,27 @@ static ncclResult_t setup_gpu_net(struct ncclComm *c, int next, int prev, int al
  * their ring neighbours: allreduce, allgather, reducescatter, broadcast and reduce run as GPU
  * ring kernels, and the rest (alltoall, gather, scatter, send/recv) is staged through host
  * memory, except across hosts where every two GPUs of a host reach each other: there every
- * peer is mapped or has a net shadow and the rest runs as kernels too. Without a ring,
- * everything is staged (exec/cuda_stage.h). */
+ * peer is mapped or has a net shadow and the rest runs as kernels too (up to ZN_DEV_MAX_RANKS
+ * ranks; a ring across hosts can have up to ZN_DEV_MAX_RING). Without a ring, everything is
+ * staged (exec/cuda_stage.h). */
 static ncclResult_t setup_cuda(struct ncclComm *c)
 {
-    int n = c->nranks;
+    _Static_assert(ZN_DEV_MAX_RING <= ZN_P2P_MAX_COMM && ZN_DEV_MAX_RING <= ZN_GPUNET_MAX_RANKS,
+                   "a ring across hosts fits the p2p transport and the GPU net engine");
+    int n = c->nranks, cap = c->nhosts > 1 ? ZN_DEV_MAX_RING : ZN_P2P_MAX_RANKS;
     char why[160] = "";
-    uint8_t reach[ZN_P2P_MAX_RANKS * ZN_P2P_MAX_RANKS];
-    int order[ZN_P2P_MAX_RANKS], full = 0, ring = 0;
-    if (n <= ZN_P2P_MAX_RANKS) {
+    uint8_t reach[ZN_DEV_MAX_RING * ZN_DEV_MAX_RING];
+    int order[ZN_DEV_MAX_RING], full = 0, ring = 0;
+    if (n <= cap) {
         ZN_CHECK(agree_reach(c, reach, why, sizeof(why)));
         full = 1;
         for (int i = 0; i < n * n; i++) full &= reach[i];
-        ring = zn_p2p_find_ring(reach, n, order);
+        ring = n <= ZN_P2P_MAX_RANKS && zn_p2p_find_ring(reach, n, order);
     } else {
-        snprintf(why, sizeof(why), "more than %d GPUs", ZN_P2P_MAX_RANKS);
+        snprintf(why, sizeof(why), "more than %d GPUs", cap);
     }
     int net = 0, net_all = 0, net_nch = 0;
-    if (!ring && n <= ZN_P2P_MAX_RANKS && c->nhosts > 1)
+    if (!ring && n <= cap && c->nhosts > 1)
         ZN_CHECK(agree_gpu_net(c, reach, &net, &net_all, &net_nch));
     if (net)
         for (int p = 0; p < n; p++) order[p] = c->ring[p];
@@ -406,18 +435,20 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     int pos = 0;
     while (order[pos] != c->rank) pos++;
     int next = order[(pos + 1) % n], prev = order[(pos + n - 1) % n];
-    uint8_t map[ZN_P2P_MAX_RANKS];
+    uint8_t map[ZN_DEV_MAX_RING];
     for (int r = 0; r < n; r++)
         map[r] = (!ring_mode || net_all || r == next || r == prev) &&
                  c->peers[r].host_hash == c->peers[c->rank].host_hash;
+    int8_t slot[ZN_DEV_MAX_RING], row_in[ZN_DEV_MAX_RING];
+    int nslots = dev_slots(n, c->rank, next, prev, slot, row_in);
     int nch = (int)want[0];
     if (net && nch > net_nch) nch = net_nch;
-    size_t slot = (size_t)want[1];
+    size_t slot_bytes = (size_t)want[1];
     /* Across hosts, FIFOs as deep as the net shadows' so that a ring step can move pieces of
      * several slots (nbuf / 2, coll_ring.cuh) on every hop: the net's round trip, and ranks
      * whose kernels take turns on a GPU, need more in flight than one slot per step. */
     int nbuf = net ? ZN_DEV_NET_NBUF : ZN_DEV_NBUF;
-    struct zn_collmem_args args = { .bytes = zn_dev_arena_bytes(n, nch, nbuf, slot),
+    struct zn_collmem_args args = { .bytes = zn_dev_arena_bytes(nslots, nch, nbuf, slot_bytes),
                                     .dev = c->cuda_dev,
                                     .want = map };
     void *mem = NULL;
@@ -425,8 +456,16 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     c->p2p = mem;
     ZN_CHECK(setup_cuda_words(c));
     struct zn_cuda_ctx *x = &c->cuda;
-    for (int r = 0; r < n; r++) x->dev.arena[r] = c->p2p->peer[r];
-    if (net) ZN_CHECK(setup_gpu_net(c, next, prev, net_all, nch, slot));
+    for (int r = 0; r < n; r++) {
+        if (slot[r] < 0) continue;
+        x->dev.arena[slot[r]] = c->p2p->peer[r];
+        x->dev.row_at[slot[r]] = row_in[r];
+    }
+    x->dev.self = slot[c->rank];
+    x->dev.nslots = nslots;
+    x->dev.next = slot[next];
+    x->dev.prev = slot[prev];
+    if (net) ZN_CHECK(setup_gpu_net(c, next, prev, net_all, nch, slot_bytes, slot, row_in));
     for (int p = 0; p < n; p++) x->dev.ring[p] = (int8_t)order[p];
     x->dev.ring_pos = pos;
     x->ring = ring_mode;
@@ -434,9 +473,9 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     x->chunk = (size_t)want[2];
     x->ll_chunk = (size_t)want[3];
     x->dev.nch = nch;
-    x->dev.slot_bytes = slot;
+    x->dev.slot_bytes = slot_bytes;
     x->dev.nbuf = nbuf;
-    x->dev.ll_off = zn_dev_ll_off(n, nch, nbuf, slot);
+    x->dev.ll_off = zn_dev_ll_off(nslots, nch, nbuf, slot_bytes);
     /* Ring mode stages what the ring kernels do not do: that needs the host path too. With
      * every peer mapped, registered buffers can be too (zero-copy). */
     c->staged = ring_mode;
@@ -446,7 +485,7 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
         x->regs = zn_p2p_regs(c->p2p_state);
     }
     if (ring_mode) {
-        char list[64] = "";
+        char list[256] = "";
         for (int p = 0; p < n; p++)
             snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d", p ? " " : "",
                      order[p]);

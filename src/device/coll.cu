@@ -17,8 +17,12 @@
  * Small calls skip the FIFOs: LL packets (8 data bytes and two flags in one 16-byte store)
  * written straight into the peers' LL buffers, no fences (allreduce_ll, coll_ll).
  *
+ * The patterns above reach every peer and address it by rank (its slot, zn_dev_comm: at most
+ * ZN_DEV_MAX_RANKS ranks).
+ *
  * Ring kernels (ZN_DEV_ALGO_RING, coll_ring.cuh) push only to the next rank on the ring and consume
- * only from the previous one, so they run where only ring neighbours are mapped:
+ * only from the previous one, so they run where only ring neighbours are mapped, and on a ring
+ * across hosts of up to ZN_DEV_MAX_RING ranks (the neighbours in slots 1 and 2):
  *
  *   allreduce            per window of n pieces: n-1 reduce-scatter steps (take the partial
  *                        piece from prev, add the own input, pass it on), then n-1 allgather

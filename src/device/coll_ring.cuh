@@ -12,14 +12,14 @@ namespace zn
 
 /* ---- Ring kernels: talk to the ring neighbours only ---- */
 
+/* This rank's ring position and its neighbours' slots (zn_dev_comm). */
 struct Ring {
     int pos, next, prev;
 };
 
 static __device__ Ring ring_of(const zn_dev_comm &c)
 {
-    int n = c.nranks, p = c.ring_pos;
-    return { p, c.ring[(p + 1) % n], c.ring[(p + n - 1) % n] };
+    return { c.ring_pos, c.next, c.prev };
 }
 
 /* Block-wide, one reduce step of a ring: the next piece from prev reduced with this rank's own
@@ -91,7 +91,8 @@ template <typename T> __device__ void allreduce_ring(Chan &s, const zn_dev_coll_
  * calls as in allreduce_ll; since a rank hears nothing back from next along the ring, next
  * acknowledges each call it finished reading in this rank's LLEPOCH row 1 (ZN_DEV_RING_ACK),
  * and a rank waits for call e-2's acknowledgement before writing call e into the same buffer.
- * The host sizes the channels so that n-1 regions fit in one LL buffer (ring_ll_fits). */
+ * The host sizes the channels so that n-1 regions fit in one LL buffer (ring_ll_fits), and
+ * runs it only on one host (at most ZN_DEV_MAX_RANKS ranks: slots are ranks). */
 template <typename T> __device__ void allreduce_ring_ll(Chan &s, const zn_dev_coll_args &a)
 {
     constexpr int L = 8 / sizeof(T);
@@ -184,7 +185,7 @@ template <typename T> __device__ void reduce_ring(Chan &s, const zn_dev_coll_arg
     int n = s.n;
     const zn_dev_comm &c = a.comm;
     Ring g = ring_of(c);
-    int me = s.me, root = a.root, rpos = 0;
+    int me = c.rank, root = a.root, rpos = 0;
     while (c.ring[rpos] != root) rpos++;
     int first = (rpos + 1) % n == g.pos;
     const T *in = (const T *)a.sendbuf;
@@ -206,7 +207,7 @@ template <typename T> __device__ void reduce_ring(Chan &s, const zn_dev_coll_arg
 /* The byte-moving ring collectives (T = uint8_t, count in bytes per block). */
 static __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
 {
-    int n = s.n, me = s.me, root = a.root;
+    int n = s.n, me = a.comm.rank, root = a.root;
     const zn_dev_comm &c = a.comm;
     Ring g = ring_of(c);
     const uint8_t *in = (const uint8_t *)a.sendbuf;
@@ -223,7 +224,7 @@ static __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
                 if (out != in) copy_bytes(out + w0, in + w0, wl);
                 continue;
             }
-            if (!ring_pass<uint8_t>(s, g, out + w0, g.next != root, wl)) return;
+            if (!ring_pass<uint8_t>(s, g, out + w0, c.ring[(g.pos + 1) % n] != root, wl)) return;
             continue;
         }
         /* Allgather: own block to next, then n-1 steps receiving the block of position p-st

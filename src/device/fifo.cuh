@@ -62,9 +62,10 @@ __device__ __forceinline__ Span span(uint64_t n, int nch, int ch, uint64_t slot_
     return { r.lo, r.hi, slot_bytes / sizeof(T) * slots };
 }
 
+/* me and the peers are slots (zn_dev_comm), n is the communicator's ranks, np its slots. */
 struct Chan {
     const zn_dev_comm *c;
-    int ch, me, n;
+    int ch, me, n, np;
     uint64_t sent[ZN_DEV_MAX_RANKS];
     uint64_t recvd[ZN_DEV_MAX_RANKS];
     int fail;
@@ -96,7 +97,7 @@ __device__ __forceinline__ int depth(const Chan &s, int peer)
 }
 
 /* Slot pos of the FIFO from src to this rank (src != me, in inbox(s, src)) or from this rank
- * to peer (src == me, in arena[peer]). */
+ * to peer (src == me, in arena[peer], in the row peer keeps for this rank). */
 __device__ __forceinline__ uint8_t *fifo_slot(const Chan &s, int peer, int src, uint64_t pos)
 {
     if (net_peer(s, peer))
@@ -104,9 +105,9 @@ __device__ __forceinline__ uint8_t *fifo_slot(const Chan &s, int peer, int src, 
                                                       (int)(pos % ZN_DEV_NET_NBUF),
                                                       s.c->slot_bytes);
     uint8_t *base = src == s.me ? s.c->arena[peer] : s.c->arena[s.me];
-    int nb = s.c->nbuf;
+    int nb = s.c->nbuf, row = src == s.me ? s.c->row_at[peer] : src;
     return base +
-           zn_dev_slot_off(src, s.ch, s.c->nch, nb, (int)(pos % (uint64_t)nb), s.c->slot_bytes);
+           zn_dev_slot_off(row, s.ch, s.c->nch, nb, (int)(pos % (uint64_t)nb), s.c->slot_bytes);
 }
 
 /* Thread 0 only: spin until *p >= v. Returns 0 on timeout / abort (error word written). */
@@ -138,12 +139,13 @@ static __device__ void chan_open(Chan &s, const zn_dev_comm *c)
     if (threadIdx.x == 0) {
         s.c = c;
         s.ch = blockIdx.x;
-        s.me = c->rank;
+        s.me = c->self;
         s.n = c->nranks;
+        s.np = c->nslots;
         s.fail = 0;
-        for (int p = 0; p < c->nranks; p++) {
-            s.sent[p] = *ctrl(c->arena[c->rank], ZN_DEV_SENT_OFF, p, blockIdx.x);
-            s.recvd[p] = *ctrl(c->arena[c->rank], ZN_DEV_RECVD_OFF, p, blockIdx.x);
+        for (int p = 0; p < c->nslots; p++) {
+            s.sent[p] = *ctrl(c->arena[c->self], ZN_DEV_SENT_OFF, p, blockIdx.x);
+            s.recvd[p] = *ctrl(c->arena[c->self], ZN_DEV_RECVD_OFF, p, blockIdx.x);
         }
     }
     __syncthreads();
@@ -153,7 +155,7 @@ static __device__ void chan_close(Chan &s)
 {
     __syncthreads();
     if (threadIdx.x == 0) {
-        for (int p = 0; p < s.n; p++) {
+        for (int p = 0; p < s.np; p++) {
             *ctrl(s.c->arena[s.me], ZN_DEV_SENT_OFF, p, s.ch) = s.sent[p];
             *ctrl(s.c->arena[s.me], ZN_DEV_RECVD_OFF, p, s.ch) = s.recvd[p];
         }
@@ -238,17 +240,17 @@ static __device__ void commit(Chan &s, int dst, uint64_t bytes = ~0ull)
     __syncthreads();
     if (threadIdx.x == 0) {
         if (s.c->net_mask)
-            for (int k = 1; k < s.n; k++) {
-                int d = (s.me + k) % s.n;
+            for (int k = 1; k < s.np; k++) {
+                int d = (s.me + k) % s.np;
                 if ((dst >= 0 && d != dst) || !((s.c->net_mask >> d) & 1)) continue;
                 *ctrl(s.c->arena[d], ZN_DEV_NETSIZE_OFF, (int)(s.sent[d] % ZN_DEV_NET_NBUF), s.ch) =
                     bytes < s.c->slot_bytes ? bytes : s.c->slot_bytes;
             }
         __threadfence_system();
-        for (int k = 1; k < s.n; k++) {
-            int d = (s.me + k) % s.n;
+        for (int k = 1; k < s.np; k++) {
+            int d = (s.me + k) % s.np;
             if (dst >= 0 && d != dst) continue;
-            *ctrl(s.c->arena[d], ZN_DEV_READY_OFF, s.me, s.ch) = s.sent[d] + 1;
+            *ctrl(s.c->arena[d], ZN_DEV_READY_OFF, s.c->row_at[d], s.ch) = s.sent[d] + 1;
             s.sent[d] += 1;
         }
     }
@@ -291,7 +293,7 @@ static __device__ void release(Chan &s, int src)
     __syncthreads();
     if (threadIdx.x == 0) {
         uint64_t pos = s.recvd[src] + 1;
-        *ctrl(s.c->arena[src], ZN_DEV_ACK_OFF, s.me, s.ch) = pos;
+        *ctrl(s.c->arena[src], ZN_DEV_ACK_OFF, s.c->row_at[src], s.ch) = pos;
         s.recvd[src] = pos;
     }
     __syncthreads();

@@ -36,14 +36,16 @@ struct gn_dir {
 struct gn_addr {
     char net[32];
     int32_t nch;
-    uint32_t recv_from; /* bit r: this rank takes slots from r (its handles for r are valid) */
+    uint64_t recv_from; /* bit r: this rank takes slots from r (its handles for r are valid) */
 };
 
 /* A peer on another host this rank exchanges slots with: its shadow and connections. */
 struct gn_peer {
     int rank;
-    int to, from; /* this rank sends to it / receives from it */
-    uint8_t *sh;  /* its shadow (host view) */
+    int row, self_row; /* the shadow's control rows of its slots and of ours (config's slot,
+                          row_in) */
+    int to, from;      /* this rank sends to it / receives from it */
+    uint8_t *sh;       /* its shadow (host view) */
     void *listen[ZN_GPUNET_MAX_CH];
     struct gn_dir snd[ZN_GPUNET_MAX_CH], rcv[ZN_GPUNET_MAX_CH];
     char who[128];
@@ -127,7 +129,7 @@ static void check_closed(struct zn_gpunet *g)
         const struct gn_peer *p = &g->peers[i];
         for (int ch = 0; p->from && ch < g->cfg.nch; ch++) {
             if (!p->rcv[ch].closed) continue;
-            uint64_t drained = *word(p->sh, ZN_DEV_ACK_OFF, g->rank, ch);
+            uint64_t drained = *word(p->sh, ZN_DEV_ACK_OFF, p->self_row, ch);
             if (drained < p->rcv[ch].done) return; /* the kernel is still reading what came */
             if (!gone) gone = p;
         }
@@ -148,7 +150,8 @@ static int send_step(struct zn_gpunet *g, struct gn_peer *p, int ch)
     struct gn_dir *d = &p->snd[ch];
     const ncclNet_t *net = g->net->ops;
     int moved = 0;
-    uint64_t ready = __atomic_load_n(word(p->sh, ZN_DEV_READY_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
+    uint64_t ready =
+        __atomic_load_n(word(p->sh, ZN_DEV_READY_OFF, p->self_row, ch), __ATOMIC_ACQUIRE);
     while (d->posted < ready && d->posted - d->done < ZN_DEV_NET_NBUF) {
         int b = (int)(d->posted % ZN_DEV_NET_NBUF);
         size_t size = (size_t)*word(p->sh, ZN_DEV_NETSIZE_OFF, b, ch);
@@ -174,7 +177,7 @@ static int send_step(struct zn_gpunet *g, struct gn_peer *p, int ch)
     }
     if (d->done == done0) return moved;
     /* The kernel's reserve() reads it there (fifo.cuh, inbox()). */
-    __atomic_store_n(word(p->sh, ZN_DEV_ACK_OFF, p->rank, ch), d->done, __ATOMIC_RELEASE);
+    __atomic_store_n(word(p->sh, ZN_DEV_ACK_OFF, p->row, ch), d->done, __ATOMIC_RELEASE);
     return 1;
 }
 
@@ -187,7 +190,8 @@ static int recv_step(struct zn_gpunet *g, struct gn_peer *p, int ch)
     const ncclNet_t *net = g->net->ops;
     int moved = 0;
     if (d->closed) return 0;
-    uint64_t drained = __atomic_load_n(word(p->sh, ZN_DEV_ACK_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
+    uint64_t drained =
+        __atomic_load_n(word(p->sh, ZN_DEV_ACK_OFF, p->self_row, ch), __ATOMIC_ACQUIRE);
     while (d->posted < drained + ZN_DEV_NET_NBUF) {
         int b = (int)(d->posted % ZN_DEV_NET_NBUF);
         void *data = slot_at(g, p->sh, 1, ch, b), *req = NULL;
@@ -210,7 +214,7 @@ static int recv_step(struct zn_gpunet *g, struct gn_peer *p, int ch)
                         "slot (%zu)",
                         g->rank, p->who, size, ch, g->cfg.slot_bytes);
         /* Release: the bytes the net wrote before the count (the kernel fences system-wide). */
-        __atomic_store_n(word(p->sh, ZN_DEV_READY_OFF, p->rank, ch), d->done + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(word(p->sh, ZN_DEV_READY_OFF, p->row, ch), d->done + 1, __ATOMIC_RELEASE);
         d->done++;
         moved = 1;
     }
@@ -247,7 +251,8 @@ static void gn_dump(void *arg)
             if (p->to)
                 zn_warn(ZN_PROXY,
                         "proxy dump:   channel %d to %s: kernel committed %llu, sent %llu of %llu",
-                        ch, p->who, (unsigned long long)*word(p->sh, ZN_DEV_READY_OFF, g->rank, ch),
+                        ch, p->who,
+                        (unsigned long long)*word(p->sh, ZN_DEV_READY_OFF, p->self_row, ch),
                         (unsigned long long)p->snd[ch].done, (unsigned long long)p->snd[ch].posted);
             if (p->from)
                 zn_warn(ZN_PROXY,
@@ -255,7 +260,7 @@ static void gn_dump(void *arg)
                         "drained %llu",
                         ch, p->who, (unsigned long long)p->rcv[ch].done,
                         (unsigned long long)p->rcv[ch].posted,
-                        (unsigned long long)*word(p->sh, ZN_DEV_ACK_OFF, g->rank, ch));
+                        (unsigned long long)*word(p->sh, ZN_DEV_ACK_OFF, p->self_row, ch));
         }
     }
 }
@@ -382,16 +387,23 @@ static ncclResult_t alloc_shadows(struct zn_gpunet *g, uint8_t *shadow_dev[])
 /* The peers of send_to | recv_from. */
 static ncclResult_t make_peers(struct zn_gpunet *g)
 {
-    uint32_t any = g->cfg.send_to | g->cfg.recv_from;
-    if (g->nranks > 32 || ((any >> g->rank) & 1))
+    uint64_t any = g->cfg.send_to | g->cfg.recv_from;
+    if (g->nranks > ZN_GPUNET_MAX_RANKS || ((any >> g->rank) & 1))
         return zn_error(ncclInternalError, ZN_PROXY | ZN_INIT,
-                        "GPU net proxy: peers %#x of rank %d of %d", (unsigned)any, g->rank,
-                        g->nranks);
+                        "GPU net proxy: peers %#llx of rank %d of %d", (unsigned long long)any,
+                        g->rank, g->nranks);
     ZN_CHECK(zn_calloc(&g->peers, (size_t)g->nranks, "GPU net proxy peers"));
     for (int r = 0; r < g->nranks; r++) {
         if (!((any >> r) & 1)) continue;
         struct gn_peer *p = &g->peers[g->npeers++];
         p->rank = r;
+        p->row = g->cfg.slot ? g->cfg.slot[r] : r;
+        p->self_row = g->cfg.row_in ? g->cfg.row_in[r] : g->rank;
+        if (p->row < 0 || p->row >= ZN_DEV_MAX_RANKS || p->self_row < 0 ||
+            p->self_row >= ZN_DEV_MAX_RANKS)
+            return zn_error(ncclInternalError, ZN_PROXY | ZN_INIT,
+                            "GPU net proxy: rank %d has no slot for peer %d (%d, %d)", g->rank, r,
+                            p->row, p->self_row);
         p->to = (g->cfg.send_to >> r) & 1;
         p->from = (g->cfg.recv_from >> r) & 1;
         zn_peer_str(g->cfg.ctx, r, p->who, sizeof(p->who));
@@ -434,10 +446,10 @@ ncclResult_t zn_gpunet_create(const struct zn_gpunet_config *cfg, struct zn_gpun
         g->client = (struct zn_proxy_client){ .progress = gn_progress, .dump = gn_dump, .arg = g };
         zn_proxy_client_add(&g->client);
         zn_info(ZN_PROXY | ZN_INIT,
-                "GPU net proxy: net %s, %d channel(s), slots of %zu bytes, sending to %#x, "
-                "receiving from %#x (rank bits)",
-                g->net->name, cfg->nch, cfg->slot_bytes, (unsigned)cfg->send_to,
-                (unsigned)cfg->recv_from);
+                "GPU net proxy: net %s, %d channel(s), slots of %zu bytes, sending to %#llx, "
+                "receiving from %#llx (rank bits)",
+                g->net->name, cfg->nch, cfg->slot_bytes, (unsigned long long)cfg->send_to,
+                (unsigned long long)cfg->recv_from);
     }
     free(all);
     *out = g;
@@ -470,7 +482,7 @@ static void drain(struct zn_gpunet *g)
         struct gn_peer *p = &g->peers[i];
         for (int ch = 0; ch < g->cfg.nch && p->to; ch++) {
             uint64_t ready =
-                __atomic_load_n(word(p->sh, ZN_DEV_READY_OFF, g->rank, ch), __ATOMIC_ACQUIRE);
+                __atomic_load_n(word(p->sh, ZN_DEV_READY_OFF, p->self_row, ch), __ATOMIC_ACQUIRE);
             while (__atomic_load_n(&p->snd[ch].done, __ATOMIC_ACQUIRE) < ready &&
                    !atomic_load(&g->failed) && !aborted(g)) {
                 if (zn_now_ns() > deadline) {

@@ -41,15 +41,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZN_GPUNET_MAX_CH 16
+#define ZN_GPUNET_MAX_CH    16
+#define ZN_GPUNET_MAX_RANKS 64 /* the bits of send_to and recv_from */
 
 struct zn_gpunet;
 
 struct zn_gpunet_config {
     const struct zn_tctx *ctx; /* rank, peers, bootstrap (collective setup) */
-    uint32_t send_to;          /* bit r: this rank's kernels send to r through the net */
-    uint32_t recv_from;        /* bit r: they receive from r through it */
-    int nch;                   /* channels of the arena layout (every rank the same) */
+    uint64_t send_to;          /* bit r: this rank's kernels send to r through the net */
+    uint64_t recv_from;        /* bit r: they receive from r through it */
+    /* The control rows of a shadow (abi/dev_abi.h, zn_dev_comm): slot[r] is the slot this
+     * rank's kernels give peer r (the row of what comes from r), row_in[r] the slot r's
+     * kernels give this rank (the row of what goes to r). NULL: the ranks themselves. */
+    const int8_t *slot;
+    const int8_t *row_in;
+    int nch; /* channels of the arena layout (every rank the same) */
     size_t slot_bytes;
     volatile uint32_t *abort_word; /* host view of the kernels' abort word */
     /* Where the shadows live. NULL: pinned host memory mapped into the device (cudaHostAlloc),
@@ -59,13 +65,13 @@ struct zn_gpunet_config {
     void (*shadow_free)(void *host);
 };
 
-/* Collective over every rank of the communicator (ranks with no peer in send_to | recv_from
- * take part in the exchange and start nothing; r in send_to of rank q must have q in
- * recv_from): pick the net (ZINC_NET / NCCL_NET, else the first of the registry), connect one
- * connection per channel for each peer and direction within ZINC_TIMEOUT, allocate a shadow
- * per peer and attach the engine to the proxy's progress thread (the caller holds the proxy:
- * zn_proxy_acquire). shadow_dev[r] is the device pointer to put in arena[r] for each such peer
- * r (NULL for the others). */
+/* At most ZN_GPUNET_MAX_RANKS ranks. Collective over every rank of the communicator (ranks with no
+ * peer in send_to | recv_from take part in the exchange and start nothing; r in send_to of rank q
+ * must have q in recv_from): pick the net (ZINC_NET / NCCL_NET, else the first of the registry),
+ * connect one connection per channel for each peer and direction within ZINC_TIMEOUT, allocate a
+ * shadow per peer and attach the engine to the proxy's progress thread (the caller holds the proxy:
+ * zn_proxy_acquire). shadow_dev[r] (by rank) is the device pointer to put in the arena of r's
+ * slot for each such peer r (NULL for the others). */
 ncclResult_t zn_gpunet_create(const struct zn_gpunet_config *cfg, struct zn_gpunet **out,
                               uint8_t *shadow_dev[]);
 

@@ -22,8 +22,8 @@ int zn_p2p_reach(const struct zn_tctx *ctx, const char (*bus_ids)[20], uint8_t *
         snprintf(why, len, "ZINC_P2P_DISABLE=1");
         return 0;
     }
-    if (n > ZN_P2P_MAX_RANKS) {
-        snprintf(why, len, "more than %d GPUs", ZN_P2P_MAX_RANKS);
+    if (n > ZN_P2P_MAX_COMM) {
+        snprintf(why, len, "more than %d GPUs", ZN_P2P_MAX_COMM);
         return 0;
     }
     uint64_t mine = ctx->peers[ctx->rank].host_hash;
@@ -201,6 +201,9 @@ ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, con
     if (!ctx->svc)
         return zn_error(ncclInternalError, ZN_P2P,
                         "p2p: no process service to exchange GPU memory handles through");
+    if (ctx->nranks > ZN_P2P_MAX_COMM)
+        return zn_error(ncclInternalError, ZN_P2P, "p2p: arenas for %d ranks (at most %d)",
+                        ctx->nranks, ZN_P2P_MAX_COMM);
     struct zn_p2p *p = calloc(1, sizeof(*p));
     struct arena_info *all = calloc((size_t)ctx->nranks, sizeof(*all));
     if (!p || !all) {

@@ -17,23 +17,26 @@
 #include "transport.h"
 #include "util/cuda.h"
 
-#define ZN_P2P_MAX_RANKS 8
+#define ZN_P2P_MAX_RANKS 8 /* GPUs of a communicator on one host */
+#define ZN_P2P_MAX_COMM                                                 \
+    64 /* ranks of a communicator across hosts whose arenas some map (a \
+          ring: each maps its neighbours on its host) */
 
 struct zn_p2p {
     int rank, nranks, dev;
     size_t bytes;
-    void *peer[ZN_P2P_MAX_RANKS]; /* arenas as this device sees them (own at [rank]; NULL for
-                                     peers not mapped) */
+    void *peer[ZN_P2P_MAX_COMM]; /* arenas as this device sees them (own at [rank]; NULL for
+                                    peers not mapped) */
     /* private */
     int local_kind; /* 0: cuMem, 1: cudaMalloc */
     struct zn_cumem local;
-    int peer_kind[ZN_P2P_MAX_RANKS]; /* 0: own / same process, 1: cuMem import, 2: IPC */
-    struct zn_cumem imported[ZN_P2P_MAX_RANKS];
+    int peer_kind[ZN_P2P_MAX_COMM]; /* 0: own / same process, 1: cuMem import, 2: IPC */
+    struct zn_cumem imported[ZN_P2P_MAX_COMM];
 };
 
 /* Which GPUs of the communicator can map each other's memory, as this process sees them:
  * reach[a * nranks + b] for every pair (reach[a][a] = 1). Returns 0 (matrix all 0, reason in
- * why) when the p2p transport cannot be used at all: more than ZN_P2P_MAX_RANKS ranks, or
+ * why) when the p2p transport cannot be used at all: more than ZN_P2P_MAX_COMM ranks, or
  * ZINC_P2P_DISABLE. Pairs on different hosts never reach each other (why says "ranks on more
  * than one host"); a process judges only the pairs of its own host and answers 1 for the pairs
  * of other hosts, which their own ranks judge. bus_ids[r] is rank r's GPU ("0000:1b:00.0").
@@ -48,7 +51,8 @@ int zn_p2p_reach(const struct zn_tctx *ctx, const char (*bus_ids)[20], uint8_t *
 int zn_p2p_find_ring(const uint8_t *reach, int n, int *order);
 
 /* Collective: allocate this rank's arena of bytes on dev (zeroed) and map the arenas of the peers
- * r with want[r] set (every rank's wishes must be symmetric: r maps q exactly when q maps r). */
+ * r with want[r] set (every rank's wishes must be symmetric: r maps q exactly when q maps r).
+ * At most ZN_P2P_MAX_COMM ranks. */
 ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, const uint8_t *want,
                            struct zn_p2p **out);
 void zn_p2p_destroy(struct zn_p2p *p);

@@ -36,6 +36,8 @@
  *             300 slots per channel each way around the ring, through 8-slot FIFOs
  *   gpunet_all (net) the same with FIFOs between every two ranks (the send/recv and alltoall
  *             kernels' case): 100 slots per channel and pair each way
+ *   gpunet_slots (net, 3+ ranks) the ring's FIFOs with the shadows' control rows by slot
+ *             (self 0, next 1, prev 2), as on a ring of more than 8 ranks across hosts
  *   gpunet_abort (net) an engine left with slots its peer never reads is destroyed at once
  *             after an abort, without waiting ZINC_TIMEOUT for them
  *   exit      a peer that exits mid-transfer is reported as ncclRemoteError within seconds
@@ -353,6 +355,7 @@ static const struct scenario scenarios[] = {
     { .name = "setup", .fn = sc_setup, .net_only = 1, .min_ranks = 2 },
     { .name = "gpunet", .fn = sc_gpunet, .net_only = 1, .min_ranks = 2 },
     { .name = "gpunet_all", .fn = sc_gpunet_all, .net_only = 1, .min_ranks = 2 },
+    { .name = "gpunet_slots", .fn = sc_gpunet_slots, .net_only = 1, .min_ranks = 3 },
     { .name = "gpunet_abort", .fn = sc_gpunet_abort, .net_only = 1, .min_ranks = 2 },
     { .name = "perf", .fn = sc_perf, .min_ranks = 2 },
     { .name = "exit", .fn = sc_exit, .min_ranks = 2 },

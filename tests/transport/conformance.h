@@ -109,6 +109,7 @@ int sc_setup(struct rank_env *e);
 /* scenarios_gpunet.c (the proxy's GPU net engine, host code standing in for the kernels): */
 int sc_gpunet(struct rank_env *e);
 int sc_gpunet_all(struct rank_env *e);
+int sc_gpunet_slots(struct rank_env *e);
 int sc_gpunet_abort(struct rank_env *e);
 
 #endif

@@ -6,7 +6,8 @@
  * engine, the proxy's progress thread and the net (ZINC_NET: the socket net, or IB through the
  * verbs emulation) are the real ones. Every rank is its own "host": ring hops rank -> rank + 1
  * over the net (what the ring kernels use), or FIFOs from every rank to every other one (what
- * send/recv and alltoall use).
+ * send/recv and alltoall use). The control rows of a shadow are the peers' ranks, or, as for a
+ * ring of more than ZN_DEV_MAX_RANKS ranks, slots (self 0, next 1, prev 2: zn_dev_comm).
  */
 #include "conformance.h"
 #include "abi/dev_abi.h"
@@ -34,7 +35,10 @@ struct gn_rank {
     volatile uint32_t abort_word;
     uint8_t *sh[MAXR]; /* the shadows the kernels of this rank would see (per peer) */
     int me, next, prev;
+    int8_t slot[MAXR], row_in[MAXR]; /* rows of peer p's slots and of ours to p */
 };
+
+enum { GN_RING, GN_ALL, GN_SLOTS_RING };
 
 static volatile uint64_t *gn_word(uint8_t *base, size_t off, int peer, int ch)
 {
@@ -54,18 +58,36 @@ static size_t gn_bytes(uint64_t pos)
     return pos % 7 == 3 ? odd[(pos / 7) % 4] : GN_SLOT;
 }
 
-/* all: FIFOs to and from every other rank; else to next and from prev. */
-static int gn_open(struct rank_env *e, struct gn_rank *r, int all)
+/* GN_ALL: FIFOs to and from every other rank; else to next and from prev, with the ranks as
+ * rows or (GN_SLOTS_RING, at least 3 ranks) slots. */
+static int gn_open(struct rank_env *e, struct gn_rank *r, int mode)
 {
+    int all = mode == GN_ALL;
     memset((void *)r, 0, sizeof(*r));
     r->me = e->rank;
     r->next = (e->rank + 1) % e->nranks;
     r->prev = (e->rank + e->nranks - 1) % e->nranks;
-    uint32_t others = ((1u << e->nranks) - 1) & ~(1u << e->rank);
+    for (int p = 0; p < e->nranks; p++) {
+        r->slot[p] = (int8_t)p;
+        r->row_in[p] = (int8_t)r->me;
+    }
+    if (mode == GN_SLOTS_RING) {
+        CHECK(e->nranks >= 3, "slots need distinct neighbours");
+        memset(r->slot, -1, sizeof(r->slot));
+        memset(r->row_in, -1, sizeof(r->row_in));
+        r->slot[r->me] = r->row_in[r->me] = 0;
+        r->slot[r->next] = 1;
+        r->row_in[r->next] = 2;
+        r->slot[r->prev] = 2;
+        r->row_in[r->prev] = 1;
+    }
+    uint64_t others = ((1ull << e->nranks) - 1) & ~(1ull << e->rank);
     CHECK(zn_proxy_acquire() == ncclSuccess, "no proxy");
     struct zn_gpunet_config cfg = { .ctx = &e->ctx,
-                                    .send_to = all ? others : 1u << r->next,
-                                    .recv_from = all ? others : 1u << r->prev,
+                                    .send_to = all ? others : 1ull << r->next,
+                                    .recv_from = all ? others : 1ull << r->prev,
+                                    .slot = mode == GN_SLOTS_RING ? r->slot : NULL,
+                                    .row_in = mode == GN_SLOTS_RING ? r->row_in : NULL,
                                     .nch = GN_NCH,
                                     .slot_bytes = GN_SLOT,
                                     .abort_word = &r->abort_word,
@@ -100,12 +122,13 @@ static int gn_push(struct gn_rank *r, int peer, int ch, struct gn_chan *c, uint6
     uint64_t pos = c->sent;
     uint8_t *sh = r->sh[peer];
     if (pos >= slots) return 0;
-    uint64_t acked = __atomic_load_n(gn_word(sh, ZN_DEV_ACK_OFF, peer, ch), __ATOMIC_ACQUIRE);
+    uint64_t acked =
+        __atomic_load_n(gn_word(sh, ZN_DEV_ACK_OFF, r->slot[peer], ch), __ATOMIC_ACQUIRE);
     if (pos >= ZN_DEV_NET_NBUF && acked < pos + 1 - ZN_DEV_NET_NBUF) return 0;
     size_t n = gn_bytes(pos);
     pattern_fill(gn_slot(sh, 0, ch, pos), n, r->me, peer, pos * GN_NCH + ch);
     *gn_word(sh, ZN_DEV_NETSIZE_OFF, (int)(pos % ZN_DEV_NET_NBUF), ch) = n;
-    __atomic_store_n(gn_word(sh, ZN_DEV_READY_OFF, r->me, ch), pos + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(gn_word(sh, ZN_DEV_READY_OFF, r->row_in[peer], ch), pos + 1, __ATOMIC_RELEASE);
     c->sent++;
     return 1;
 }
@@ -116,7 +139,8 @@ static int gn_pull(struct gn_rank *r, int peer, int ch, struct gn_chan *c, uint6
     uint64_t pos = c->recvd;
     uint8_t *sh = r->sh[peer];
     if (pos >= slots) return 0;
-    uint64_t ready = __atomic_load_n(gn_word(sh, ZN_DEV_READY_OFF, peer, ch), __ATOMIC_ACQUIRE);
+    uint64_t ready =
+        __atomic_load_n(gn_word(sh, ZN_DEV_READY_OFF, r->slot[peer], ch), __ATOMIC_ACQUIRE);
     if (ready < pos + 1) return 0;
     size_t n = gn_bytes(pos);
     size_t bad = pattern_check(gn_slot(sh, 1, ch, pos), n, peer, r->me, pos * GN_NCH + ch);
@@ -124,7 +148,7 @@ static int gn_pull(struct gn_rank *r, int peer, int ch, struct gn_chan *c, uint6
         return fail_at(__FILE__, __LINE__, "slot bytes",
                        "channel %d slot %llu from rank %d: byte %zu of %zu is wrong", ch,
                        (unsigned long long)pos, peer, bad, n);
-    __atomic_store_n(gn_word(sh, ZN_DEV_ACK_OFF, r->me, ch), pos + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(gn_word(sh, ZN_DEV_ACK_OFF, r->row_in[peer], ch), pos + 1, __ATOMIC_RELEASE);
     c->recvd++;
     return 1;
 }
@@ -132,10 +156,11 @@ static int gn_pull(struct gn_rank *r, int peer, int ch, struct gn_chan *c, uint6
 /* Every rank pushes `slots` slots per channel to each peer it sends to and checks every byte
  * of those it gets; the engine carries them in FIFO order with only ZN_DEV_NET_NBUF slots of
  * room, so the ack and ready counts must turn over correctly many times. */
-static int gn_run(struct rank_env *e, int all, uint64_t slots)
+static int gn_run(struct rank_env *e, int mode, uint64_t slots)
 {
     struct gn_rank r;
-    if (gn_open(e, &r, all)) return -1;
+    int all = mode == GN_ALL;
+    if (gn_open(e, &r, mode)) return -1;
     static struct gn_chan c[MAXR][GN_NCH];
     memset(c, 0, sizeof(c));
     double t0 = now_s();
@@ -169,20 +194,32 @@ static int gn_run(struct rank_env *e, int all, uint64_t slots)
     gn_close(&r);
     if (!rc)
         SAY("%llu slots per channel and peer each way through the engine (%s) in %.2f s",
-            (unsigned long long)slots, all ? "every pair" : "ring", now_s() - t0);
+            (unsigned long long)slots,
+            all                     ? "every pair"
+            : mode == GN_SLOTS_RING ? "ring, rows by slot"
+                                    : "ring",
+            now_s() - t0);
     return rc;
 }
 
 /* gpunet: the ring's FIFOs, rank -> rank + 1. */
 int sc_gpunet(struct rank_env *e)
 {
-    return gn_run(e, 0, GN_SLOTS);
+    return gn_run(e, GN_RING, GN_SLOTS);
 }
 
 /* gpunet_all: FIFOs between every two ranks, each carried by its own connections. */
 int sc_gpunet_all(struct rank_env *e)
 {
-    return gn_run(e, 1, GN_SLOTS / 3);
+    return gn_run(e, GN_ALL, GN_SLOTS / 3);
+}
+
+/* gpunet_slots: the ring's FIFOs with the shadows' rows by slot (a ring of more than
+ * ZN_DEV_MAX_RANKS ranks): each rank writes its slots' counts into row 2 of its next's view and
+ * its acks into row 1 of its prev's, and finds theirs in rows 1 and 2 of its own. */
+int sc_gpunet_slots(struct rank_env *e)
+{
+    return gn_run(e, GN_SLOTS_RING, GN_SLOTS);
 }
 
 /* gpunet_abort: rank 0's kernels commit far more than the net can hold while rank 1's never
@@ -194,7 +231,7 @@ int sc_gpunet_all(struct rank_env *e)
 int sc_gpunet_abort(struct rank_env *e)
 {
     struct gn_rank r;
-    if (gn_open(e, &r, 0)) return -1;
+    if (gn_open(e, &r, GN_RING)) return -1;
     int rc = 0;
     uint8_t *sh_next = r.sh[r.next];
     if (e->rank == 0) {

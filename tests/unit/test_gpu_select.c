@@ -532,23 +532,31 @@ ZT_TEST(ring_mode_collectives)
  * in ring mode, so the cheapest is taken). */
 ZT_TEST(net_ring_is_fifo_only)
 {
-    static const char *const force[] = { NULL, "ring", "oneshot", "twoshot" };
-    for (int c = 0; c < ZN_NCOLLS; c++) {
-        if (!zn_gpu_ring_on_gpu((enum zn_coll)c)) continue;
-        for (size_t f = 0; f < sizeof(force) / sizeof(force[0]); f++) {
-            struct row r = { .coll = (enum zn_coll)c,
-                             .nranks = 4,
-                             .ring_mode = 1,
-                             .max_ch = 2,
-                             .force_algo = force[f],
-                             .expect = NULL };
-            char got[512];
-            choose_row(&r, 1, 0, got, sizeof(got));
-            for (char *w = strtok(got, " "); w; w = strtok(NULL, " "))
-                ZT_ASSERT(!strcmp(w, "ring/1") || !strcmp(w, "ring/2"));
-            choose_row(&r, 0, 0, got, sizeof(got));
-            int ll = c == ZN_COLL_ALLREDUCE;
-            ZT_ASSERT((strstr(got, "ring_ll/") != NULL) == ll);
+    static const char *const force[] = { NULL, "ring", "oneshot", "twoshot", "zerocopy" };
+    /* 16 ranks: a ring across hosts beyond ZN_DEV_MAX_RANKS (peers by slot), where nothing but
+     * the FIFO ring can run, with or without a net. */
+    static const int nranks[] = { 4, 16 };
+    for (size_t k = 0; k < sizeof(nranks) / sizeof(nranks[0]); k++) {
+        for (int c = 0; c < ZN_NCOLLS; c++) {
+            if (!zn_gpu_ring_on_gpu((enum zn_coll)c)) continue;
+            for (size_t f = 0; f < sizeof(force) / sizeof(force[0]); f++) {
+                struct row r = { .coll = (enum zn_coll)c,
+                                 .nranks = nranks[k],
+                                 .ring_mode = 1,
+                                 .max_ch = 2,
+                                 .force_algo = force[f],
+                                 .expect = NULL };
+                char got[512];
+                choose_row(&r, 1, 0, got, sizeof(got));
+                for (char *w = strtok(got, " "); w; w = strtok(NULL, " "))
+                    ZT_ASSERT(!strcmp(w, "ring/1") || !strcmp(w, "ring/2"));
+                choose_row(&r, 0, 0, got, sizeof(got));
+                int ll = c == ZN_COLL_ALLREDUCE && nranks[k] <= ZN_DEV_MAX_RANKS;
+                ZT_ASSERT((strstr(got, "ring_ll/") != NULL) == ll);
+                if (nranks[k] > ZN_DEV_MAX_RANKS)
+                    for (char *w = strtok(got, " "); w; w = strtok(NULL, " "))
+                        ZT_ASSERT(!strncmp(w, "ring/", 5));
+            }
         }
     }
 }
