@@ -205,9 +205,11 @@ const struct zn_reg_table *zn_p2p_regs(void *state)
 static ncclResult_t collmem_create(const struct zn_tctx *ctx, const struct zn_collmem_args *args,
                                    void **mem)
 {
-    uint8_t every[ZN_P2P_MAX_RANKS];
-    if (ctx->nranks > ZN_P2P_MAX_RANKS)
-        return zn_error(ncclInvalidUsage, ZN_P2P, "p2p: more than %d ranks", ZN_P2P_MAX_RANKS);
+    /* Every peer (want NULL) on one host's GPUs; across hosts, the peers the caller names. */
+    uint8_t every[ZN_P2P_MAX_COMM];
+    int cap = args->want ? ZN_P2P_MAX_COMM : ZN_P2P_MAX_RANKS;
+    if (ctx->nranks > cap)
+        return zn_error(ncclInvalidUsage, ZN_P2P, "p2p: more than %d ranks", cap);
     memset(every, 1, sizeof(every));
     struct zn_p2p *p = NULL;
     ZN_CHECK(zn_p2p_create(ctx, args->dev, args->bytes, args->want ? args->want : every, &p));
