@@ -44,6 +44,10 @@ if [ "$ranks" -gt "$have" ]; then
         skip "$ranks ranks on $have GPU(s) need to share one, and a GPU is not in Default compute mode"
     fi
     export ZINC_GPU_CHANNELS=${ZINC_GPU_CHANNELS:-16}
+    # One process's streams share CUDA_DEVICE_MAX_CONNECTIONS hardware queues (default 8): with
+    # more ranks than that, a staging gate kernel spinning in one queue would hold back the
+    # signal kernel of a rank whose stream shares it.
+    export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
     echo "gpu_run: $ranks ranks on $have GPU(s): ranks share GPUs (ZINC_GPU_CHANNELS=$ZINC_GPU_CHANNELS)"
 fi
 record ran "$ranks ranks on $have GPU(s)"
