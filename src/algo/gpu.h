@@ -25,7 +25,9 @@ struct zn_gpu_call {
     int nranks;
     int ring_mode;   /* only the ring neighbours' arenas are mapped */
     int all_fifos;   /* ring mode, but every peer's FIFO is there (mapped, or a net shadow) */
-    int net;         /* some of them are net shadows: FIFO slots only, no LL packets */
+    int net;         /* the communicator crosses hosts through net shadows (every rank the
+                        same, whether or not its own peers are shadows): FIFO slots only, no LL
+                        packets */
     int premul;      /* PreMulSum: each rank scales its own input */
     int in_place;    /* sendbuf == recvbuf */
     int registered;  /* the buffers zero-copy needs are registered and mapped by every peer */

@@ -469,6 +469,10 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     for (int p = 0; p < n; p++) x->dev.ring[p] = (int8_t)order[p];
     x->dev.ring_pos = pos;
     x->ring = ring_mode;
+    /* Every rank picks the same kernels: the choice must not hang on whether this rank's own
+     * neighbours are on its host (a rank between two local ones would take ring LL where the
+     * others take the FIFO ring, and the kernels would never meet). */
+    x->net = net;
     x->max_ch = nch;
     x->chunk = (size_t)want[2];
     x->ll_chunk = (size_t)want[3];

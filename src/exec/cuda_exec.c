@@ -105,7 +105,7 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
                                 .nranks = cx->dev.nranks,
                                 .ring_mode = cx->ring,
                                 .all_fifos = cx->all_fifos,
-                                .net = cx->dev.net_mask != 0,
+                                .net = cx->net,
                                 .premul = k.premul,
                                 .in_place = a->sendbuf == a->recvbuf,
                                 .registered = zc_regs(cx, a, bytes, &rs, &rr),
