@@ -69,6 +69,11 @@
  * engine needs besides: the bytes of the slot last committed into buffer buf of channel ch,
  * at ctrl word (buf, ch) of this offset. */
 #define ZN_DEV_NETSIZE_OFF ZN_DEV_SENT_OFF
+/* And its recvd rows, at word (the peer's slot, ch): 0 while the peer's connection of channel ch
+ * is open, k + 1 once it closed after k slots arrived (it exited, aborted or destroyed its
+ * communicator). A kernel that waits for slot k or later from it gives up (ZN_DEV_PEER_GONE);
+ * kernels that do not wait for it are not disturbed. */
+#define ZN_DEV_NETGONE_OFF ZN_DEV_RECVD_OFF
 /* Low-latency (LL) buffers: 16-byte packets of 8 data bytes, each 4 data bytes next to a 4-byte
  * flag, so that a reader needs no separate ready flag and no fence: per (src, ch), two
  * buffers (calls alternate) of ZN_DEV_LL_BYTES. Used for small calls of every collective. */
@@ -197,7 +202,12 @@ struct zn_dev_comm {
 };
 
 /* Kernel error codes written to *error (first one wins). */
-enum zn_dev_error { ZN_DEV_OK = 0, ZN_DEV_TIMEOUT = 1, ZN_DEV_ABORTED = 2 };
+enum zn_dev_error {
+    ZN_DEV_OK = 0,
+    ZN_DEV_TIMEOUT = 1,
+    ZN_DEV_ABORTED = 2,
+    ZN_DEV_PEER_GONE = 3 /* waited for a peer on another host whose connection closed */
+};
 
 /* One collective call. */
 struct zn_dev_coll_args {

@@ -110,8 +110,27 @@ __device__ __forceinline__ uint8_t *fifo_slot(const Chan &s, int peer, int src, 
            zn_dev_slot_off(row, s.ch, s.c->nch, nb, (int)(pos % (uint64_t)nb), s.c->slot_bytes);
 }
 
-/* Thread 0 only: spin until *p >= v. Returns 0 on timeout / abort (error word written). */
-static __device__ int wait_geq(const Chan &s, volatile uint64_t *p, uint64_t v)
+/* The word that says whether peer's connection of this channel closed (ZN_DEV_NETGONE_OFF), for
+ * a peer on another host; NULL for the others. */
+__device__ __forceinline__ volatile uint64_t *gone_word(const Chan &s, int peer)
+{
+    return net_peer(s, peer) ? ctrl(s.c->arena[peer], ZN_DEV_NETGONE_OFF, peer, s.ch) : nullptr;
+}
+
+/* Whether a wait for *p >= v can still end: not once gone (gone_word) says that the peer
+ * closed before sending it. The engine raises the count before it marks the close, so the
+ * count is read again after the mark. */
+__device__ __forceinline__ bool peer_gone(volatile uint64_t *gone, volatile uint64_t *p, uint64_t v)
+{
+    if (!gone || *gone == 0) return false;
+    __threadfence_system();
+    return *p < v;
+}
+
+/* Thread 0 only: spin until *p >= v. Returns 0 on timeout / abort / the peer whose count it is
+ * gone (gone: its gone_word, or NULL) (error word written). */
+static __device__ int wait_geq(const Chan &s, volatile uint64_t *p, uint64_t v,
+                               volatile uint64_t *gone = nullptr)
 {
     if (*p >= v) return 1;
     uint64_t t0 = globaltimer();
@@ -121,6 +140,8 @@ static __device__ int wait_geq(const Chan &s, volatile uint64_t *p, uint64_t v)
             int code = 0;
             if (*s.c->abort_flag)
                 code = ZN_DEV_ABORTED;
+            else if (peer_gone(gone, p, v))
+                code = ZN_DEV_PEER_GONE;
             else if (globaltimer() - t0 > s.c->timeout_ns)
                 code = ZN_DEV_TIMEOUT;
             if (code) {
@@ -276,7 +297,7 @@ template <typename T> __device__ const T *consume(Chan &s, int src)
     uint64_t pos = s.recvd[src];
     uint8_t *box = inbox(s, src);
     if (threadIdx.x == 0) {
-        s.fail = !wait_geq(s, ctrl(box, ZN_DEV_READY_OFF, src, s.ch), pos + 1);
+        s.fail = !wait_geq(s, ctrl(box, ZN_DEV_READY_OFF, src, s.ch), pos + 1, gone_word(s, src));
         if (net_peer(s, src))
             __threadfence_system();
         else

@@ -82,6 +82,16 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS)
                 idle = ZN_DEV_ABORTED;
             else if (globaltimer() - t0 > a.comm.timeout_ns)
                 idle = ZN_DEV_TIMEOUT;
+            /* A receive from a peer on another host that closed before sending what it waits
+             * for cannot finish. */
+            for (int k = 0; k < a.nops && !idle; k++) {
+                const zn_dev_p2p_op &op = a.ops[k];
+                Range r = channel_range(op.bytes, a.nch, s.ch);
+                if (op.is_send || r.lo + done[k] >= r.hi) continue;
+                volatile uint64_t *ready = ctrl(inbox(s, op.peer), ZN_DEV_READY_OFF, op.peer, s.ch);
+                if (peer_gone(gone_word(s, op.peer), ready, s.recvd[op.peer] + 1))
+                    idle = ZN_DEV_PEER_GONE;
+            }
             if (idle && *a.comm.error == 0) {
                 *(volatile uint32_t *)a.comm.error = (uint32_t)idle;
                 __threadfence_system();

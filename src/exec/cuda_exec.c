@@ -310,13 +310,18 @@ const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
     const char *staged = cx->stage ? zn_stage_failure(cx->stage) : NULL;
     if (staged) return staged;
     if (!cx->error_host || *cx->error_host == ZN_DEV_OK) return NULL;
-    /* The net engine ends the kernels (abort word) when a peer across hosts is gone: its
-     * reason is the better one. It counts only once a kernel gave up: a peer that destroyed
-     * its communicator fails no call of ours that was complete. */
+    /* The net engine ends the kernels (abort word) when a net call fails: its reason is the
+     * better one. It counts only once a kernel gave up. */
     const char *net = zn_gpunet_failure(cx->gnet);
     if (net) return net;
     switch (*cx->error_host) {
     case ZN_DEV_ABORTED: return "a GPU kernel stopped because the communicator was aborted";
+    case ZN_DEV_PEER_GONE: {
+        const char *gone = zn_gpunet_gone(cx->gnet);
+        return gone ? gone
+                    : "a GPU kernel waited for a peer on another host that closed its "
+                      "connections";
+    }
     default:
         return "a GPU kernel waited longer than ZINC_TIMEOUT for a peer GPU (a peer process "
                "exited, aborted, or made different calls)";

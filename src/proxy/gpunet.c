@@ -27,10 +27,6 @@ struct gn_dir {
     int closed;            /* receiving: the peer closed the connection (see peer_closed) */
 };
 
-/* How long a closed receiving connection may sit with everything that arrived drained before
- * the engine ends the kernels: the peer has gone, and a kernel waiting for it would hang. */
-#define GN_CLOSED_GRACE_NS 1000000000ll
-
 /* What each rank publishes at setup: its net and channels, then the handles of its listeners,
  * one per sending peer and channel (gn_handle). */
 struct gn_addr {
@@ -61,6 +57,8 @@ struct zn_gpunet {
     struct zn_proxy_client client;
     atomic_int failed;
     char failure[320];
+    atomic_int gone; /* a peer closed a connection: gone_why names it */
+    char gone_why[320];
     int64_t last_ns;
 };
 
@@ -110,38 +108,28 @@ static int fail(struct zn_gpunet *g, const char *fmt, ...)
 /* The receiving connection of channel ch from p failed: the peer closed it. That is how a peer
  * that destroyed its communicator looks as well as one that died, and in the first case
  * everything it sent has arrived (TCP delivers what was sent before the close) and nothing more
- * is due. So it is not an error yet: gn_progress ends the kernels only once the kernel drained
- * all that arrived and still nothing moved for GN_CLOSED_GRACE_NS. */
+ * is due. So it is not an error of the communicator: the shadow's gone word (dev_abi.h,
+ * ZN_DEV_NETGONE_OFF) tells the kernels how many slots came, and only a kernel that waits for
+ * more from p gives up (ZN_DEV_PEER_GONE), at once; calls that do not need p go on. */
 static int peer_closed(struct zn_gpunet *g, struct gn_peer *p, int ch)
 {
-    p->rcv[ch].closed = 1;
-    zn_info(ZN_PROXY | ZN_NET, "GPU net proxy: rank %d: %s closed channel %d after %llu slot(s)",
-            g->rank, p->who, ch, (unsigned long long)p->rcv[ch].done);
-    return 1;
-}
-
-/* A peer that closed a channel whose slots the kernel has all drained, long enough ago: end
- * the kernels. */
-static void check_closed(struct zn_gpunet *g)
-{
-    const struct gn_peer *gone = NULL;
-    for (int i = 0; i < g->npeers; i++) {
-        const struct gn_peer *p = &g->peers[i];
-        for (int ch = 0; p->from && ch < g->cfg.nch; ch++) {
-            if (!p->rcv[ch].closed) continue;
-            uint64_t drained = *word(p->sh, ZN_DEV_ACK_OFF, p->self_row, ch);
-            if (drained < p->rcv[ch].done) return; /* the kernel is still reading what came */
-            if (!gone) gone = p;
-        }
+    struct gn_dir *d = &p->rcv[ch];
+    d->closed = 1;
+    /* After every ready count the engine stored (release): a kernel that sees the mark and
+     * reads its count again has all that came. */
+    __atomic_store_n(word(p->sh, ZN_DEV_NETGONE_OFF, p->row, ch), d->done + 1, __ATOMIC_RELEASE);
+    if (!atomic_load(&g->gone)) {
+        snprintf(g->gone_why, sizeof(g->gone_why),
+                 "GPU net proxy: rank %d: %s closed its connections (it exited, aborted or "
+                 "destroyed its communicator) and a kernel waited for more from it",
+                 g->rank, p->who);
+        atomic_store(&g->gone, 1);
     }
-    if (!gone || zn_now_ns() - g->last_ns < GN_CLOSED_GRACE_NS) return;
-    snprintf(g->failure, sizeof(g->failure),
-             "GPU net proxy: rank %d: %s closed its connections (it exited, aborted or destroyed "
-             "its communicator)",
-             g->rank, gone->who);
-    atomic_store(&g->failed, 1);
-    if (g->cfg.abort_word) *g->cfg.abort_word = 1;
-    zn_info(ZN_PROXY | ZN_NET, "%s: later kernels of this communicator end at once", g->failure);
+    zn_info(ZN_PROXY | ZN_NET,
+            "GPU net proxy: rank %d: %s closed channel %d after %llu slot(s); kernels that wait "
+            "for more from it end",
+            g->rank, p->who, ch, (unsigned long long)d->done);
+    return 1;
 }
 
 /* Sending side of channel ch to p: isend what the kernel committed, report what completed. */
@@ -225,17 +213,15 @@ static int gn_progress(void *arg)
 {
     struct zn_gpunet *g = arg;
     if (atomic_load(&g->failed)) return 0;
-    int moved = 0, receiving = 0;
+    int moved = 0;
     for (int i = 0; i < g->npeers; i++) {
         struct gn_peer *p = &g->peers[i];
-        receiving |= p->from;
         for (int ch = 0; ch < g->cfg.nch && !atomic_load(&g->failed); ch++) {
             if (p->to) moved |= send_step(g, p, ch);
             if (p->from) moved |= recv_step(g, p, ch);
         }
     }
     if (moved) g->last_ns = zn_now_ns();
-    if (receiving && !atomic_load(&g->failed)) check_closed(g);
     return moved;
 }
 
@@ -463,6 +449,11 @@ fail:
 const char *zn_gpunet_failure(const struct zn_gpunet *g)
 {
     return g && atomic_load(&((struct zn_gpunet *)g)->failed) ? g->failure : NULL;
+}
+
+const char *zn_gpunet_gone(const struct zn_gpunet *g)
+{
+    return g && atomic_load(&((struct zn_gpunet *)g)->gone) ? g->gone_why : NULL;
 }
 
 /* The kernels have ended, but the last slots they committed may not have left yet: let the

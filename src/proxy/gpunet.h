@@ -78,6 +78,10 @@ ncclResult_t zn_gpunet_create(const struct zn_gpunet_config *cfg, struct zn_gpun
 /* Why the engine stopped (a net call failed), or NULL. */
 const char *zn_gpunet_failure(const struct zn_gpunet *g);
 
+/* Which peer closed its connections (kernels that waited for more from it ended with
+ * ZN_DEV_PEER_GONE), or NULL. */
+const char *zn_gpunet_gone(const struct zn_gpunet *g);
+
 /* Detach from the progress thread and free everything; the device must be idle. NULL is
  * ignored. */
 void zn_gpunet_destroy(struct zn_gpunet *g);

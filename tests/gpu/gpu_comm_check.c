@@ -21,6 +21,11 @@
  *                                       must end with an error (not hang), and across hosts
  *                                       (ZINC_HOSTID) the error must come from the GPU net
  *                                       proxy, not from the kernels' ZINC_TIMEOUT
+ *   zinc-run -n N gpu_comm_check gone_p2p  (N >= 3, every rank its own host) the last rank
+ *                                       leaves after one allreduce; 2 s later the others
+ *                                       send and receive around a ring among themselves
+ *                                       (checked), then an allreduce that needs the rank that
+ *                                       left must end with the GPU net proxy's error naming it
  */
 #include "nccl.h"
 #include "zinc.h"
@@ -361,6 +366,66 @@ static int test_gone(ncclComm_t world, const int *all)
     return failures ? 1 : 0;
 }
 
+/* After the last rank left, the others still talk among themselves: their sends and
+ * receives do not need it and must not be ended because it closed its connections. */
+static int test_gone_p2p(ncclComm_t world, const int *all)
+{
+    size_t n = 1 << 20;
+    int m = nranks - 1, last = nranks - 1;
+    float *buf = NULL;
+    CUDACHECK(cudaMalloc((void **)&buf, 2 * n * sizeof(float)));
+    check_allreduce(world, buf, buf + n, n, all, nranks, "before the last rank leaves");
+    if (rank == last) {
+        NCCLCHECK(ncclCommDestroy(world));
+        printf("gpu_comm_check: rank %d left\n", rank);
+        return failures ? 1 : 0;
+    }
+    struct timespec two = { 2, 0 };
+    nanosleep(&two, NULL);
+    int next = (rank + 1) % m, prev = (rank + m - 1) % m;
+    float *h = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = (float)(rank * 1000 + (int)(i % 13));
+    upload(buf, h, n * sizeof(float));
+    NCCLCHECK(ncclGroupStart());
+    NCCLCHECK(ncclSend(buf, n, ncclFloat, next, world, stream));
+    NCCLCHECK(ncclRecv(buf + n, n, ncclFloat, prev, world, stream));
+    NCCLCHECK(ncclGroupEnd());
+    CUDACHECK(cudaStreamSynchronize(stream));
+    ncclResult_t async = ncclSuccess;
+    NCCLCHECK(ncclCommGetAsyncError(world, &async));
+    EXPECT(async == ncclSuccess, "send/recv among the ranks that stayed failed: %s",
+           ncclGetLastError(world));
+    CUDACHECK(cudaMemcpy(h, buf + n, n * sizeof(float), cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (size_t i = 0; i < n; i++) bad += h[i] != (float)(prev * 1000 + (int)(i % 13));
+    EXPECT(bad == 0, "send/recv from rank %d after rank %d left: %ld of %zu elements wrong", prev,
+           last, bad, n);
+    free(h);
+    printf("gpu_comm_check: rank %d: send/recv with ranks %d and %d after rank %d left: %s\n", rank,
+           next, prev, last, bad || async != ncclSuccess ? "FAILED" : "ok");
+    /* An allreduce needs the rank that left. */
+    NCCLCHECK(ncclAllReduce(buf, buf + n, n, ncclFloat, ncclSum, world, stream));
+    for (int i = 0; i < 12000 && async == ncclSuccess; i++) {
+        if (cudaStreamQuery(stream) != cudaErrorNotReady) {
+            NCCLCHECK(ncclCommGetAsyncError(world, &async));
+            break;
+        }
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    const char *why = ncclGetLastError(world);
+    char who[32];
+    snprintf(who, sizeof(who), "rank %d", last);
+    printf("gpu_comm_check: rank %d: allreduce without rank %d: %s: %s\n", rank, last,
+           ncclGetErrorString(async), why);
+    EXPECT(async == ncclRemoteError, "the allreduce without rank %d returned %s", last,
+           ncclGetErrorString(async));
+    EXPECT(strstr(why, "GPU net proxy") && strstr(why, who),
+           "the error does not come from the GPU net proxy naming %s: %s", who, why);
+    ncclCommAbort(world);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct zn_launch_info li;
@@ -382,6 +447,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < nranks && r < 64; r++) all[r] = r;
 
     if (argc > 1 && !strcmp(argv[1], "gone")) return test_gone(world, all);
+    if (argc > 1 && !strcmp(argv[1], "gone_p2p")) return test_gone_p2p(world, all);
     int only_p2p = argc > 1 && !strcmp(argv[1], "p2p");
     check_members(world, all, nranks, "world");
     test_many_p2p(world);

@@ -40,6 +40,8 @@
  *             (self 0, next 1, prev 2), as on a ring of more than 8 ranks across hosts
  *   gpunet_abort (net) an engine left with slots its peer never reads is destroyed at once
  *             after an abort, without waiting ZINC_TIMEOUT for them
+ *   gpunet_gone (net) a peer that closes its engine is marked in the receiver's shadow (the
+ *             slots that came + 1) and the receiver's engine keeps running
  *   exit      a peer that exits mid-transfer is reported as ncclRemoteError within seconds
  *             (always last: the job is one rank short afterwards)
  *   perf      (not in "all") loopback throughput, rank 0 <-> rank 1
@@ -357,6 +359,7 @@ static const struct scenario scenarios[] = {
     { .name = "gpunet_all", .fn = sc_gpunet_all, .net_only = 1, .min_ranks = 2 },
     { .name = "gpunet_slots", .fn = sc_gpunet_slots, .net_only = 1, .min_ranks = 3 },
     { .name = "gpunet_abort", .fn = sc_gpunet_abort, .net_only = 1, .min_ranks = 2 },
+    { .name = "gpunet_gone", .fn = sc_gpunet_gone, .net_only = 1, .min_ranks = 2 },
     { .name = "perf", .fn = sc_perf, .min_ranks = 2 },
     { .name = "exit", .fn = sc_exit, .min_ranks = 2 },
 };

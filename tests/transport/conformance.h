@@ -110,6 +110,7 @@ int sc_setup(struct rank_env *e);
 int sc_gpunet(struct rank_env *e);
 int sc_gpunet_all(struct rank_env *e);
 int sc_gpunet_slots(struct rank_env *e);
+int sc_gpunet_gone(struct rank_env *e);
 int sc_gpunet_abort(struct rank_env *e);
 
 #endif

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define GN_NCH   2
 #define GN_SLOT  (64 * 1024)
@@ -220,6 +221,81 @@ int sc_gpunet_all(struct rank_env *e)
 int sc_gpunet_slots(struct rank_env *e)
 {
     return gn_run(e, GN_SLOTS_RING, GN_SLOTS);
+}
+
+/* gpunet_gone: the last rank moves 20 slots per channel around the ring like the others, then
+ * destroys its engine (as a rank that destroys its communicator; it stays in the job). Rank 0,
+ * which receives from it, must find the close marked in that peer's shadow (gone word = the 20
+ * slots that came + 1, every channel) while its engine keeps running: no failure, no abort word,
+ * also 2 s later (until 2026-11-25 the engine raised the abort word after 1 s without
+ * traffic, ending calls that did not need the peer). */
+int sc_gpunet_gone(struct rank_env *e)
+{
+    const uint64_t slots = 20;
+    int last = e->nranks - 1;
+    struct gn_rank r;
+    if (gn_open(e, &r, GN_RING)) return -1;
+    static struct gn_chan c[MAXR][GN_NCH];
+    memset(c, 0, sizeof(c));
+    int rc = 0, done = 0;
+    double t0 = now_s();
+    while (!rc && !done) {
+        int moved = 0;
+        done = 1;
+        for (int ch = 0; ch < GN_NCH && !rc; ch++) {
+            moved |= gn_push(&r, r.next, ch, &c[r.next][ch], slots);
+            int got = gn_pull(&r, r.prev, ch, &c[r.prev][ch], slots);
+            if (got < 0) rc = -1;
+            moved |= got > 0;
+            done &= c[r.next][ch].sent == slots && c[r.prev][ch].recvd == slots;
+        }
+        if (!rc && !done && now_s() - t0 > 60)
+            rc = fail_at(__FILE__, __LINE__, "progress", "the ring did not move 20 slots in 60 s");
+        if (!moved) sched_yield();
+    }
+    if (!rc) rc = barrier(e);
+    if (rc) {
+        gn_close(&r);
+        return rc;
+    }
+    if (e->rank == last) {
+        gn_close(&r);
+        return barrier(e);
+    }
+    if (e->rank == 0) {
+        uint8_t *sh = r.sh[last];
+        int marked = 0;
+        t0 = now_s();
+        while (!marked && now_s() - t0 < 20) {
+            marked = 1;
+            for (int ch = 0; ch < GN_NCH; ch++)
+                marked &= __atomic_load_n(gn_word(sh, ZN_DEV_NETGONE_OFF, r.slot[last], ch),
+                                          __ATOMIC_ACQUIRE) != 0;
+            if (!marked) sched_yield();
+        }
+        CHECK(marked, "rank %d's close not marked in its shadow within 20 s", last);
+        for (int ch = 0; ch < GN_NCH; ch++) {
+            uint64_t w = *gn_word(sh, ZN_DEV_NETGONE_OFF, r.slot[last], ch);
+            CHECK(w == slots + 1, "channel %d: gone word %llu, want %llu (slots that came + 1)", ch,
+                  (unsigned long long)w, (unsigned long long)(slots + 1));
+        }
+        double t1 = now_s();
+        while (now_s() - t1 < 2.0) {
+            CHECK(!zn_gpunet_failure(r.g) && !r.abort_word,
+                  "the engine stopped the kernels after a peer closed: %s",
+                  zn_gpunet_failure(r.g) ? zn_gpunet_failure(r.g) : "(abort word raised)");
+            struct timespec ts = { 0, 10000000 };
+            nanosleep(&ts, NULL);
+        }
+        CHECK(zn_gpunet_gone(r.g) && strstr(zn_gpunet_gone(r.g), "closed its connections"),
+              "the engine does not say which peer closed: %s",
+              zn_gpunet_gone(r.g) ? zn_gpunet_gone(r.g) : "(nothing)");
+        SAY("rank %d's close marked after %llu slots; the engine ran on for 2 s", last,
+            (unsigned long long)slots);
+    }
+    rc = barrier(e);
+    gn_close(&r);
+    return rc;
 }
 
 /* gpunet_abort: rank 0's kernels commit far more than the net can hold while rank 1's never
