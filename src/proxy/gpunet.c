@@ -41,6 +41,7 @@ struct gn_peer {
     int row, self_row; /* the shadow's control rows of its slots and of ours (config's slot,
                           row_in) */
     int to, from;      /* this rank sends to it / receives from it */
+    int gone;          /* it closed a receiving connection (named in gone_why) */
     uint8_t *sh;       /* its shadow (host view) */
     void *listen[ZN_GPUNET_MAX_CH];
     struct gn_dir snd[ZN_GPUNET_MAX_CH], rcv[ZN_GPUNET_MAX_CH];
@@ -57,8 +58,10 @@ struct zn_gpunet {
     struct zn_proxy_client client;
     atomic_int failed;
     char failure[320];
-    atomic_int gone; /* a peer closed a connection: gone_why names it */
-    char gone_why[320];
+    /* Peers that closed connections, named in gone_why[gone_cur] (-1: none yet). The progress
+     * thread writes the other buffer and then switches, so a reader gets a whole message. */
+    atomic_int gone_cur;
+    char gone_why[2][512];
     int64_t last_ns;
 };
 
@@ -118,12 +121,25 @@ static int peer_closed(struct zn_gpunet *g, struct gn_peer *p, int ch)
     /* After every ready count the engine stored (release): a kernel that sees the mark and
      * reads its count again has all that came. */
     __atomic_store_n(word(p->sh, ZN_DEV_NETGONE_OFF, p->row, ch), d->done + 1, __ATOMIC_RELEASE);
-    if (!atomic_load(&g->gone)) {
-        snprintf(g->gone_why, sizeof(g->gone_why),
-                 "GPU net proxy: rank %d: %s closed its connections (it exited, aborted or "
-                 "destroyed its communicator) and a kernel waited for more from it",
-                 g->rank, p->who);
-        atomic_store(&g->gone, 1);
+    if (!p->gone) {
+        /* The kernels do not say which peer they waited for: name every one that left. */
+        p->gone = 1;
+        char who[384] = "";
+        int n = 0;
+        for (int i = 0; i < g->npeers; i++) {
+            if (!g->peers[i].gone) continue;
+            snprintf(who + strlen(who), sizeof(who) - strlen(who), "%s%s", n++ ? ", " : "",
+                     g->peers[i].who);
+        }
+        int next = (atomic_load(&g->gone_cur) + 1) & 1;
+        snprintf(g->gone_why[next], sizeof(g->gone_why[next]),
+                 "GPU net proxy: rank %d: %s closed %s connections (%s) and a kernel waited for "
+                 "more from %s",
+                 g->rank, who, n > 1 ? "their" : "its",
+                 n > 1 ? "they exited, aborted or destroyed their communicator"
+                       : "it exited, aborted or destroyed its communicator",
+                 n > 1 ? "one of them" : "it");
+        atomic_store(&g->gone_cur, next);
     }
     zn_info(ZN_PROXY | ZN_NET,
             "GPU net proxy: rank %d: %s closed channel %d after %llu slot(s); kernels that wait "
@@ -410,6 +426,7 @@ ncclResult_t zn_gpunet_create(const struct zn_gpunet_config *cfg, struct zn_gpun
     g->rank = ctx->rank;
     g->nranks = ctx->nranks;
     g->last_ns = zn_now_ns();
+    atomic_init(&g->gone_cur, -1);
     uint8_t *all = NULL;
     ncclResult_t res = make_peers(g);
     if (res == ncclSuccess)
@@ -453,7 +470,8 @@ const char *zn_gpunet_failure(const struct zn_gpunet *g)
 
 const char *zn_gpunet_gone(const struct zn_gpunet *g)
 {
-    return g && atomic_load(&((struct zn_gpunet *)g)->gone) ? g->gone_why : NULL;
+    int cur = g ? atomic_load(&((struct zn_gpunet *)g)->gone_cur) : -1;
+    return cur >= 0 ? g->gone_why[cur] : NULL;
 }
 
 /* The kernels have ended, but the last slots they committed may not have left yet: let the

@@ -287,9 +287,11 @@ int sc_gpunet_gone(struct rank_env *e)
             struct timespec ts = { 0, 10000000 };
             nanosleep(&ts, NULL);
         }
-        CHECK(zn_gpunet_gone(r.g) && strstr(zn_gpunet_gone(r.g), "closed its connections"),
-              "the engine does not say which peer closed: %s",
-              zn_gpunet_gone(r.g) ? zn_gpunet_gone(r.g) : "(nothing)");
+        char who[32];
+        snprintf(who, sizeof(who), "rank %d ", last);
+        const char *why = zn_gpunet_gone(r.g);
+        CHECK(why && strstr(why, "closed its connections") && strstr(why, who),
+              "the engine does not say that rank %d closed: %s", last, why ? why : "(nothing)");
         SAY("rank %d's close marked after %llu slots; the engine ran on for 2 s", last,
             (unsigned long long)slots);
     }
