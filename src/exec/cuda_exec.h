@@ -17,12 +17,13 @@ struct zn_gpunet;
 
 /* The executor's view of a cuda communicator. */
 struct zn_cuda_ctx {
-    struct zn_stage *stage;        /* staged path (exec/cuda_stage.h): all operations, or in
-                                      ring mode those the ring kernels do not do; else NULL */
-    int ring;                      /* ring mode: only the ring neighbours' arenas are mapped */
-    int net; /* the communicator's FIFOs cross hosts through the GPU net engine: the same on
-                every rank, also where this rank's own neighbours are all local (dev.net_mask
-                says which of its peers are net shadows) */
+    struct zn_stage *stage; /* staged path (exec/cuda_stage.h): all operations, or in
+                               ring mode those the ring kernels do not do; else NULL */
+    int ring;               /* ring mode: only the ring neighbours' arenas are mapped */
+    /* net: the communicator's FIFOs cross hosts through the GPU net engine; the same on every
+     * rank, also where this rank's own neighbours are all local (dev.net_mask says which of
+     * its peers are net shadows) */
+    int net;
     int all_fifos;                 /* ring mode across hosts where every peer's FIFO is there
                                       (mapped, or a net shadow): send/recv, alltoall, gather and
                                       scatter run as kernels, not staged */

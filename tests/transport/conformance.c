@@ -40,8 +40,9 @@
  *             (self 0, next 1, prev 2), as on a ring of more than 8 ranks across hosts
  *   gpunet_abort (net) an engine left with slots its peer never reads is destroyed at once
  *             after an abort, without waiting ZINC_TIMEOUT for them
- *   gpunet_gone (net) a peer that closes its engine is marked in the receiver's shadow (the
- *             slots that came + 1) and the receiver's engine keeps running
+ *   gpunet_gone (net) peers that close their engines (one, or two with 3+ ranks) are marked in
+ *             the receiver's shadow (the slots that came + 1) and named in its message, and the
+ *             receiver's engine keeps running
  *   exit      a peer that exits mid-transfer is reported as ncclRemoteError within seconds
  *             (always last: the job is one rank short afterwards)
  *   perf      (not in "all") loopback throughput, rank 0 <-> rank 1

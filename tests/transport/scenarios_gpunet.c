@@ -157,11 +157,10 @@ static int gn_pull(struct gn_rank *r, int peer, int ch, struct gn_chan *c, uint6
 /* Every rank pushes `slots` slots per channel to each peer it sends to and checks every byte
  * of those it gets; the engine carries them in FIFO order with only ZN_DEV_NET_NBUF slots of
  * room, so the ack and ready counts must turn over correctly many times. */
-static int gn_run(struct rank_env *e, int mode, uint64_t slots)
+/* The kernels' side for every peer of r: push `slots` slots per channel, pull as many and
+ * check them, until done; then a barrier, so that everybody has all before anyone closes. */
+static int gn_move(struct rank_env *e, struct gn_rank *r, int all, uint64_t slots)
 {
-    struct gn_rank r;
-    int all = mode == GN_ALL;
-    if (gn_open(e, &r, mode)) return -1;
     static struct gn_chan c[MAXR][GN_NCH];
     memset(c, 0, sizeof(c));
     double t0 = now_s();
@@ -170,28 +169,37 @@ static int gn_run(struct rank_env *e, int mode, uint64_t slots)
         int moved = 0;
         done = 1;
         for (int p = 0; p < e->nranks && !rc; p++) {
-            int to = p != r.me && (all || p == r.next), from = p != r.me && (all || p == r.prev);
+            int to = p != r->me && (all || p == r->next),
+                from = p != r->me && (all || p == r->prev);
             for (int ch = 0; ch < GN_NCH && !rc; ch++) {
-                if (to) moved |= gn_push(&r, p, ch, &c[p][ch], slots);
-                int got = from ? gn_pull(&r, p, ch, &c[p][ch], slots) : 0;
+                if (to) moved |= gn_push(r, p, ch, &c[p][ch], slots);
+                int got = from ? gn_pull(r, p, ch, &c[p][ch], slots) : 0;
                 if (got < 0) rc = -1;
                 moved |= got > 0;
                 done &= (!to || c[p][ch].sent == slots) && (!from || c[p][ch].recvd == slots);
             }
         }
-        const char *why = zn_gpunet_failure(r.g);
-        if (!rc && (why || r.abort_word))
+        const char *why = zn_gpunet_failure(r->g);
+        if (!rc && (why || r->abort_word))
             rc = fail_at(__FILE__, __LINE__, "engine", "the engine stopped: %s",
                          why ? why : "(abort word raised)");
         if (!rc && !done && now_s() - t0 > 60)
             rc = fail_at(__FILE__, __LINE__, "progress",
                          "after 60 s: channel 0 to %d sent %llu, from %d received %llu of %llu",
-                         r.next, (unsigned long long)c[r.next][0].sent, r.prev,
-                         (unsigned long long)c[r.prev][0].recvd, (unsigned long long)slots);
+                         r->next, (unsigned long long)c[r->next][0].sent, r->prev,
+                         (unsigned long long)c[r->prev][0].recvd, (unsigned long long)slots);
         if (!moved) sched_yield();
     }
-    /* The last slots may still be on their way: destroy only after everybody has all. */
-    if (!rc) rc = barrier(e);
+    return rc ? rc : barrier(e);
+}
+
+static int gn_run(struct rank_env *e, int mode, uint64_t slots)
+{
+    struct gn_rank r;
+    int all = mode == GN_ALL;
+    if (gn_open(e, &r, mode)) return -1;
+    double t0 = now_s();
+    int rc = gn_move(e, &r, all, slots);
     gn_close(&r);
     if (!rc)
         SAY("%llu slots per channel and peer each way through the engine (%s) in %.2f s",
@@ -223,77 +231,67 @@ int sc_gpunet_slots(struct rank_env *e)
     return gn_run(e, GN_SLOTS_RING, GN_SLOTS);
 }
 
-/* gpunet_gone: the last rank moves 20 slots per channel around the ring like the others, then
- * destroys its engine (as a rank that destroys its communicator; it stays in the job). Rank 0,
- * which receives from it, must find the close marked in that peer's shadow (gone word = the 20
- * slots that came + 1, every channel) while its engine keeps running: no failure, no abort word,
- * also 2 s later (until 2026-11-25 the engine raised the abort word after 1 s without
- * traffic, ending calls that did not need the peer). */
+/* gpunet_gone: 20 slots per channel between every two ranks (FIFOs to every peer, as with
+ * send/recv kernels), then the last rank, and with 3 ranks or more the one before it too,
+ * destroy their engines (as ranks that destroy their communicators; they stay in the job).
+ * Rank 0, which receives from them, must find each close marked in that peer's shadow (gone
+ * word = the 20 slots that came + 1, every channel) and an error message naming every one that
+ * left, while its engine keeps running: no failure, no abort word, also 2 s later (until
+ * 2026-11-25 the engine raised the abort word after 1 s without traffic, ending calls that did
+ * not need the peers). */
 int sc_gpunet_gone(struct rank_env *e)
 {
     const uint64_t slots = 20;
-    int last = e->nranks - 1;
+    int nleave = e->nranks >= 3 ? 2 : 1, first = e->nranks - nleave;
     struct gn_rank r;
-    if (gn_open(e, &r, GN_RING)) return -1;
-    static struct gn_chan c[MAXR][GN_NCH];
-    memset(c, 0, sizeof(c));
-    int rc = 0, done = 0;
-    double t0 = now_s();
-    while (!rc && !done) {
-        int moved = 0;
-        done = 1;
-        for (int ch = 0; ch < GN_NCH && !rc; ch++) {
-            moved |= gn_push(&r, r.next, ch, &c[r.next][ch], slots);
-            int got = gn_pull(&r, r.prev, ch, &c[r.prev][ch], slots);
-            if (got < 0) rc = -1;
-            moved |= got > 0;
-            done &= c[r.next][ch].sent == slots && c[r.prev][ch].recvd == slots;
-        }
-        if (!rc && !done && now_s() - t0 > 60)
-            rc = fail_at(__FILE__, __LINE__, "progress", "the ring did not move 20 slots in 60 s");
-        if (!moved) sched_yield();
-    }
-    if (!rc) rc = barrier(e);
+    if (gn_open(e, &r, GN_ALL)) return -1;
+    int rc = gn_move(e, &r, 1, slots);
     if (rc) {
         gn_close(&r);
         return rc;
     }
-    if (e->rank == last) {
+    if (e->rank >= first) {
         gn_close(&r);
         return barrier(e);
     }
     if (e->rank == 0) {
-        uint8_t *sh = r.sh[last];
-        int marked = 0;
-        t0 = now_s();
-        while (!marked && now_s() - t0 < 20) {
-            marked = 1;
-            for (int ch = 0; ch < GN_NCH; ch++)
-                marked &= __atomic_load_n(gn_word(sh, ZN_DEV_NETGONE_OFF, r.slot[last], ch),
-                                          __ATOMIC_ACQUIRE) != 0;
-            if (!marked) sched_yield();
-        }
-        CHECK(marked, "rank %d's close not marked in its shadow within 20 s", last);
-        for (int ch = 0; ch < GN_NCH; ch++) {
-            uint64_t w = *gn_word(sh, ZN_DEV_NETGONE_OFF, r.slot[last], ch);
-            CHECK(w == slots + 1, "channel %d: gone word %llu, want %llu (slots that came + 1)", ch,
-                  (unsigned long long)w, (unsigned long long)(slots + 1));
+        for (int q = first; q < e->nranks; q++) {
+            int marked = 0;
+            double t0 = now_s();
+            while (!marked && now_s() - t0 < 20) {
+                marked = 1;
+                for (int ch = 0; ch < GN_NCH; ch++)
+                    marked &= __atomic_load_n(gn_word(r.sh[q], ZN_DEV_NETGONE_OFF, q, ch),
+                                              __ATOMIC_ACQUIRE) != 0;
+                if (!marked) sched_yield();
+            }
+            CHECK(marked, "rank %d's close not marked in its shadow within 20 s", q);
+            for (int ch = 0; ch < GN_NCH; ch++) {
+                uint64_t w = *gn_word(r.sh[q], ZN_DEV_NETGONE_OFF, q, ch);
+                CHECK(w == slots + 1,
+                      "rank %d channel %d: gone word %llu, want %llu (slots that came + 1)", q, ch,
+                      (unsigned long long)w, (unsigned long long)(slots + 1));
+            }
         }
         double t1 = now_s();
         while (now_s() - t1 < 2.0) {
             CHECK(!zn_gpunet_failure(r.g) && !r.abort_word,
-                  "the engine stopped the kernels after a peer closed: %s",
+                  "the engine stopped the kernels after peers closed: %s",
                   zn_gpunet_failure(r.g) ? zn_gpunet_failure(r.g) : "(abort word raised)");
             struct timespec ts = { 0, 10000000 };
             nanosleep(&ts, NULL);
         }
-        char who[32];
-        snprintf(who, sizeof(who), "rank %d ", last);
         const char *why = zn_gpunet_gone(r.g);
-        CHECK(why && strstr(why, "closed its connections") && strstr(why, who),
-              "the engine does not say that rank %d closed: %s", last, why ? why : "(nothing)");
-        SAY("rank %d's close marked after %llu slots; the engine ran on for 2 s", last,
-            (unsigned long long)slots);
+        CHECK(why &&
+                  strstr(why, nleave > 1 ? "closed their connections" : "closed its connections"),
+              "the engine's message on the close: %s", why ? why : "(nothing)");
+        for (int q = first; q < e->nranks; q++) {
+            char who[32];
+            snprintf(who, sizeof(who), "rank %d ", q);
+            CHECK(strstr(why, who), "the engine's message does not name rank %d: %s", q, why);
+        }
+        SAY("%d close(s) marked after %llu slots, named: %s; the engine ran on for 2 s", nleave,
+            (unsigned long long)slots, why);
     }
     rc = barrier(e);
     gn_close(&r);
