@@ -38,7 +38,7 @@
 #define ZN_DEV_NET_NBUF    8   /* slots per FIFO of one across hosts (NCCL's NCCL_STEPS) */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 10
+#define ZN_DEV_ABI_VERSION 11
 
 #define ZN_DEV_CTRL_WORDS  (8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
@@ -56,18 +56,20 @@
 #define ZN_DEV_ZCSEND_OFF (ZN_DEV_ZCSEQ_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_ZCRECV_OFF (ZN_DEV_ZCSEND_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_DATA_OFF   65536 /* control area, padded */
-/* Net shadows. A ring neighbour r on another host has no arena this GPU can map: arena[r] points
- * at a shadow instead, a block of pinned host memory with an arena's control words that the
- * kernels write as if it were the peer's arena (ready[rank][ch], ack[rank][ch]) and that the
- * proxy's GPU net engine (proxy/gpunet.h) reads and carries over the net. What comes from r,
- * the engine stores in the same shadow: r's slots and ready[r][ch] (written into the own arena
- * for a peer on this host), and ack[r][ch], the count of our slots it took (kernels find both
- * through fifo.cuh's inbox()). Its slots are not an arena's: ZN_DEV_NET_NBUF per FIFO, for the
- * net's latency and for peers whose kernels do not run at the same time, in two rows, 0 for
- * the slots this rank sends to r and 1 for those r sends (one shadow serves both when r is
- * both ring neighbours). Nobody keeps counters in a shadow, so its sent rows hold what the
- * engine needs besides: the bytes of the slot last committed into buffer buf of channel ch,
- * at ctrl word (buf, ch) of this offset. */
+/* Net shadows. A peer r on another host has no arena this GPU can map: arena[r] points at a
+ * shadow instead, a block of pinned host memory with an arena's control words that the kernels
+ * write as if it were the peer's arena (ready[rank][ch], ack[rank][ch]) and that the proxy's
+ * GPU net engine (proxy/gpunet.h) reads and carries over the net. What comes from r, the engine
+ * stores in the same shadow: ready[r][ch] (written into the own arena for a peer on this host),
+ * and ack[r][ch], the count of our slots it took (kernels find both through fifo.cuh's
+ * inbox()). The slots are not an arena's: ZN_DEV_NET_NBUF per FIFO, for the net's latency and
+ * for peers whose kernels do not run at the same time, in a row per direction
+ * (zn_dev_net_row_off): the slots this rank sends to r (zn_dev_comm.net_tx) and those r sends
+ * (net_rx; one shadow serves both when r is both ring neighbours). A row is in the shadow after
+ * the control words, or, with GPUDirect RDMA, in device memory that the net reads or writes
+ * directly. Nobody keeps counters in a shadow, so its sent rows hold what the engine needs
+ * besides: the bytes of the slot last committed into buffer buf of channel ch, at ctrl word
+ * (buf, ch) of this offset. */
 #define ZN_DEV_NETSIZE_OFF ZN_DEV_SENT_OFF
 /* And its recvd rows, at word (the peer's slot, ch): 0 while the peer's connection of channel ch
  * is open, k + 1 once it closed after k slots arrived (it exited, aborted or destroyed its
@@ -126,19 +128,33 @@ ZN_DEV_HD static inline size_t zn_dev_slot_off(int src, int ch, int nch, int nbu
            (((size_t)src * (size_t)nch + (size_t)ch) * (size_t)nbuf + (size_t)buf) * slot_bytes;
 }
 
-/* Offset of slot (row, ch, buf) in a net shadow: row 0 holds what this rank sends, row 1 what
- * it receives. */
+/* A row of net slots (what this rank sends to a peer on another host, or what it receives from
+ * it): ZN_DEV_NET_NBUF slots per channel, channel by channel. Offset of slot (ch, buf) in it. */
+ZN_DEV_HD static inline size_t zn_dev_net_row_off(int ch, int buf, size_t slot_bytes)
+{
+    return ((size_t)ch * ZN_DEV_NET_NBUF + (size_t)buf) * slot_bytes;
+}
+
+/* Bytes of a row of nch channels. */
+ZN_DEV_HD static inline size_t zn_dev_net_row_bytes(int nch, size_t slot_bytes)
+{
+    return zn_dev_net_row_off(nch, 0, slot_bytes);
+}
+
+/* Where a row lives in a net shadow that holds rows (pinned host memory): row 0 what this rank
+ * sends, row 1 what it receives, after the control words. A row the net moves to or from GPU
+ * memory directly (GPUDirect RDMA, proxy/gpunet.h) is not in the shadow but in device memory. */
 ZN_DEV_HD static inline size_t zn_dev_net_slot_off(int row, int ch, int nch, int buf,
                                                    size_t slot_bytes)
 {
-    return ZN_DEV_DATA_OFF +
-           (((size_t)row * (size_t)nch + (size_t)ch) * ZN_DEV_NET_NBUF + (size_t)buf) * slot_bytes;
+    return ZN_DEV_DATA_OFF + (size_t)row * zn_dev_net_row_bytes(nch, slot_bytes) +
+           zn_dev_net_row_off(ch, buf, slot_bytes);
 }
 
-/* Size of a net shadow. */
-ZN_DEV_HD static inline size_t zn_dev_net_shadow_bytes(int nch, size_t slot_bytes)
+/* Size of a net shadow with `rows` rows in it (0, 1 or 2). */
+ZN_DEV_HD static inline size_t zn_dev_net_shadow_bytes(int nch, size_t slot_bytes, int rows)
 {
-    return zn_dev_net_slot_off(2, 0, nch, 0, slot_bytes);
+    return zn_dev_net_slot_off(rows, 0, nch, 0, slot_bytes);
 }
 
 /* Offset of LL buffer (src, ch, buf) in an arena. */
@@ -199,7 +215,19 @@ struct zn_dev_comm {
     int8_t row_at[ZN_DEV_MAX_RANKS]; /* the slot that the peer in slot k gives this rank */
     int8_t ring[ZN_DEV_MAX_RING];    /* rank at each ring position (neighbours reach each other) */
     uint8_t net_mask;                /* bit k: arena[k] is a net shadow (ZN_DEV_NETSIZE_OFF) */
+    /* For a net shadow's slot k: the rows of slots (zn_dev_net_row_off) this rank sends to that
+     * peer and receives from it, in the shadow or in device memory (GPUDirect RDMA). */
+    uint8_t *net_tx[ZN_DEV_MAX_RANKS];
+    uint8_t *net_rx[ZN_DEV_MAX_RANKS];
 };
+
+/* Slot pos of the FIFO to (rx 0) or from (rx 1) the peer on another host in slot k. */
+ZN_DEV_HD static inline uint8_t *zn_dev_net_slot(const struct zn_dev_comm *c, int k, int rx, int ch,
+                                                 uint64_t pos)
+{
+    return (rx ? c->net_rx[k] : c->net_tx[k]) +
+           zn_dev_net_row_off(ch, (int)(pos % ZN_DEV_NET_NBUF), c->slot_bytes);
+}
 
 /* Kernel error codes written to *error (first one wins). */
 enum zn_dev_error {

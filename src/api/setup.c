@@ -380,12 +380,15 @@ static ncclResult_t setup_gpu_net(struct ncclComm *c, int next, int prev, int al
                                     .row_in = row_in,
                                     .nch = nch,
                                     .slot_bytes = slot_bytes,
-                                    .abort_word = (volatile uint32_t *)c->host_words };
-    uint8_t *shadow[ZN_DEV_MAX_RING] = { 0 };
-    ZN_CHECK(zn_gpunet_create(&cfg, &x->gnet, shadow));
+                                    .abort_word = (volatile uint32_t *)c->host_words,
+                                    .cuda_dev = c->cuda_dev };
+    struct zn_gpunet_view view[ZN_DEV_MAX_RING];
+    ZN_CHECK(zn_gpunet_create(&cfg, &x->gnet, view));
     for (int r = 0; r < c->nranks; r++) {
-        if (!shadow[r]) continue;
-        x->dev.arena[slot[r]] = shadow[r];
+        if (!view[r].ctrl) continue;
+        x->dev.arena[slot[r]] = view[r].ctrl;
+        x->dev.net_tx[slot[r]] = view[r].tx;
+        x->dev.net_rx[slot[r]] = view[r].rx;
         x->dev.net_mask |= (uint8_t)(1u << slot[r]);
     }
     x->all_fifos = all;

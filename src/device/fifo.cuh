@@ -97,13 +97,12 @@ __device__ __forceinline__ int depth(const Chan &s, int peer)
 }
 
 /* Slot pos of the FIFO from src to this rank (src != me, in inbox(s, src)) or from this rank
- * to peer (src == me, in arena[peer], in the row peer keeps for this rank). */
+ * to peer (src == me, in arena[peer], in the row peer keeps for this rank); for a peer on
+ * another host, in the rows the GPU net engine gave it (zn_dev_comm.net_tx / net_rx: in its
+ * shadow, or in device memory that the net reads and writes directly). */
 __device__ __forceinline__ uint8_t *fifo_slot(const Chan &s, int peer, int src, uint64_t pos)
 {
-    if (net_peer(s, peer))
-        return s.c->arena[peer] + zn_dev_net_slot_off(src != s.me, s.ch, s.c->nch,
-                                                      (int)(pos % ZN_DEV_NET_NBUF),
-                                                      s.c->slot_bytes);
+    if (net_peer(s, peer)) return zn_dev_net_slot(s.c, peer, src != s.me, s.ch, pos);
     uint8_t *base = src == s.me ? s.c->arena[peer] : s.c->arena[s.me];
     int nb = s.c->nbuf, row = src == s.me ? s.c->row_at[peer] : src;
     return base +
@@ -290,8 +289,9 @@ __device__ int push(Chan &s, int dst, const T *src, uint64_t n, int premul = 0, 
 }
 
 /* Block-wide: wait for src's next slot; returns it (NULL if the wait failed). A slot from
- * another host is read where the proxy landed it, in pinned host memory: the fence is then
- * system-wide, as the flag was written by a CPU thread after the bytes. */
+ * another host is read where the proxy landed it, in pinned host memory, or in device memory
+ * that the net wrote and flushed (GPUDirect RDMA): the fence is then system-wide, as the flag
+ * was written by a CPU thread after the bytes. */
 template <typename T> __device__ const T *consume(Chan &s, int src)
 {
     uint64_t pos = s.recvd[src];

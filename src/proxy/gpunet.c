@@ -9,6 +9,8 @@
 #include "util/clock.h"
 #include "util/cuda.h"
 #include "util/log.h"
+#include "util/param.h"
+#include "util/pci.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -16,15 +18,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* One direction of one channel with one peer: a net connection and the FIFO positions it has
  * reached. */
 struct gn_dir {
     void *comm; /* send comm (to the peer) or recv comm (from it) */
-    void *mh;   /* the shadow's registration on comm */
+    void *mh;   /* the row's registration on comm */
     void *req[ZN_DEV_NET_NBUF];
     uint64_t posted, done; /* slots handed to the net / completed by it */
     int closed;            /* receiving: the peer closed the connection (see peer_closed) */
+    int landed;            /* receiving: slot `done` arrived, its flush (if any) is pending */
+    void *flush;           /* that flush's request */
 };
 
 /* What each rank publishes at setup: its net and channels, then the handles of its listeners,
@@ -38,11 +43,13 @@ struct gn_addr {
 /* A peer on another host this rank exchanges slots with: its shadow and connections. */
 struct gn_peer {
     int rank;
-    int row, self_row; /* the shadow's control rows of its slots and of ours (config's slot,
-                          row_in) */
-    int to, from;      /* this rank sends to it / receives from it */
-    int gone;          /* it closed a receiving connection (named in gone_why) */
-    uint8_t *sh;       /* its shadow (host view) */
+    int row, self_row;     /* the shadow's control rows of its slots and of ours (config's slot,
+                              row_in) */
+    int to, from;          /* this rank sends to it / receives from it */
+    int gone;              /* it closed a receiving connection (named in gone_why) */
+    uint8_t *sh;           /* its shadow (host view) */
+    uint8_t *tx, *rx;      /* the rows of slots to it and from it: in sh, or device memory */
+    void *tx_mem, *rx_mem; /* those rows' own allocations (GPUDirect RDMA) */
     void *listen[ZN_GPUNET_MAX_CH];
     struct gn_dir snd[ZN_GPUNET_MAX_CH], rcv[ZN_GPUNET_MAX_CH];
     char who[128];
@@ -53,6 +60,13 @@ struct zn_gpunet {
     int rank, nranks;
     const struct zn_net *net;
     void *nctx;
+    int dev; /* the net's device, nearest the GPU */
+    char dev_name[64];
+    enum zn_pci_dist dist; /* from the GPU to that device */
+    int ptr_support;       /* what the device's memory registration takes (NCCL_PTR_*) */
+    int gdr_tx, gdr_rx;    /* rows in device memory that the net reads / writes (GPUDirect RDMA) */
+    char gdr_why[192];     /* why not, or how */
+    atomic_ullong flushes;
     struct gn_peer *peers; /* the peers of send_to | recv_from, in rank order */
     int npeers;
     struct zn_proxy_client client;
@@ -70,10 +84,10 @@ static volatile uint64_t *word(uint8_t *base, size_t off, int peer, int ch)
     return (volatile uint64_t *)(base + zn_dev_ctrl_off(off, peer, ch));
 }
 
-/* Slot buf of channel ch in a shadow: row 0 what we send, row 1 what we receive (dev_abi.h). */
-static uint8_t *slot_at(const struct zn_gpunet *g, uint8_t *base, int row, int ch, int buf)
+/* Slot buf of channel ch in a row of slots (dev_abi.h). */
+static uint8_t *slot_at(const struct zn_gpunet *g, uint8_t *row, int ch, int buf)
 {
-    return base + zn_dev_net_slot_off(row, ch, g->cfg.nch, buf, g->cfg.slot_bytes);
+    return row + zn_dev_net_row_off(ch, buf, g->cfg.slot_bytes);
 }
 
 /* Bytes an address record takes: the header, then a handle per rank and channel. */
@@ -161,7 +175,7 @@ static int send_step(struct zn_gpunet *g, struct gn_peer *p, int ch)
         size_t size = (size_t)*word(p->sh, ZN_DEV_NETSIZE_OFF, b, ch);
         if (size > g->cfg.slot_bytes) size = g->cfg.slot_bytes;
         void *req = NULL;
-        if (net->isend(d->comm, slot_at(g, p->sh, 0, ch, b), size, 0, d->mh, NULL, &req) !=
+        if (net->isend(d->comm, slot_at(g, p->tx, ch, b), size, 0, d->mh, NULL, &req) !=
             ncclSuccess)
             return fail(g, "GPU net proxy: rank %d: sending channel %d slot %llu to %s failed",
                         g->rank, ch, (unsigned long long)d->posted, p->who);
@@ -185,9 +199,38 @@ static int send_step(struct zn_gpunet *g, struct gn_peer *p, int ch)
     return 1;
 }
 
-/* Receiving side of channel ch from p: a receive into each slot of the shadow the kernel
- * drained; when one completes, its count (the kernel's consume() reads slot and count in the
- * shadow). */
+/* A slot received into device memory is flushed before the kernel may read it (the net's iflush:
+ * the NIC's writes into GPU memory are complete when the flush is). Returns 1 while the flush is
+ * pending, 0 when the slot may be announced, -1 on failure. */
+static int flush_step(struct zn_gpunet *g, struct gn_peer *p, int ch, int b, int size)
+{
+    struct gn_dir *d = &p->rcv[ch];
+    const ncclNet_t *net = g->net->ops;
+    if (!d->flush) {
+        if (!g->gdr_rx || size <= 0) return 0;
+        void *data = slot_at(g, p->rx, ch, b);
+        if (net->iflush(d->comm, 1, &data, &size, &d->mh, &d->flush) != ncclSuccess) {
+            fail(g, "GPU net proxy: rank %d: flushing channel %d slot %llu from %s failed", g->rank,
+                 ch, (unsigned long long)d->done, p->who);
+            return -1;
+        }
+        if (!d->flush) return 0; /* the net needs none */
+        atomic_fetch_add(&g->flushes, 1);
+    }
+    int fin = 0, n = 0;
+    if (net->test(d->flush, &fin, &n) != ncclSuccess) {
+        fail(g, "GPU net proxy: rank %d: the flush of channel %d slot %llu from %s failed", g->rank,
+             ch, (unsigned long long)d->done, p->who);
+        return -1;
+    }
+    if (!fin) return 1;
+    d->flush = NULL;
+    return 0;
+}
+
+/* Receiving side of channel ch from p: a receive into each slot of its row the kernel drained;
+ * when one completes (and is flushed), its count (the kernel's consume() reads the count in the
+ * shadow, then the slot). */
 static int recv_step(struct zn_gpunet *g, struct gn_peer *p, int ch)
 {
     struct gn_dir *d = &p->rcv[ch];
@@ -198,7 +241,7 @@ static int recv_step(struct zn_gpunet *g, struct gn_peer *p, int ch)
         __atomic_load_n(word(p->sh, ZN_DEV_ACK_OFF, p->self_row, ch), __ATOMIC_ACQUIRE);
     while (d->posted < drained + ZN_DEV_NET_NBUF) {
         int b = (int)(d->posted % ZN_DEV_NET_NBUF);
-        void *data = slot_at(g, p->sh, 1, ch, b), *req = NULL;
+        void *data = slot_at(g, p->rx, ch, b), *req = NULL;
         size_t size = g->cfg.slot_bytes;
         int tag = 0;
         if (net->irecv(d->comm, 1, &data, &size, &tag, &d->mh, NULL, &req) != ncclSuccess)
@@ -210,13 +253,20 @@ static int recv_step(struct zn_gpunet *g, struct gn_peer *p, int ch)
     }
     while (d->done < d->posted) {
         int b = (int)(d->done % ZN_DEV_NET_NBUF), fin = 0, size = 0;
-        if (net->test(d->req[b], &fin, &size) != ncclSuccess) return peer_closed(g, p, ch);
-        if (!fin) break;
-        if ((size_t)size > g->cfg.slot_bytes)
-            return fail(g,
-                        "GPU net proxy: rank %d: %s sent %d bytes on channel %d, more than a "
-                        "slot (%zu)",
-                        g->rank, p->who, size, ch, g->cfg.slot_bytes);
+        if (!d->landed) {
+            if (net->test(d->req[b], &fin, &size) != ncclSuccess) return peer_closed(g, p, ch);
+            if (!fin) break;
+            if ((size_t)size > g->cfg.slot_bytes)
+                return fail(g,
+                            "GPU net proxy: rank %d: %s sent %d bytes on channel %d, more than a "
+                            "slot (%zu)",
+                            g->rank, p->who, size, ch, g->cfg.slot_bytes);
+            d->landed = 1;
+        }
+        int f = flush_step(g, p, ch, b, size);
+        if (f < 0) return 1;
+        if (f > 0) break;
+        d->landed = 0;
         /* Release: the bytes the net wrote before the count (the kernel fences system-wide). */
         __atomic_store_n(word(p->sh, ZN_DEV_READY_OFF, p->row, ch), d->done + 1, __ATOMIC_RELEASE);
         d->done++;
@@ -244,9 +294,12 @@ static int gn_progress(void *arg)
 static void gn_dump(void *arg)
 {
     struct zn_gpunet *g = arg;
-    zn_warn(ZN_PROXY, "proxy dump:  GPU net rank %d: %s, last progress %.3f s ago", g->rank,
-            atomic_load(&g->failed) ? g->failure : "running",
-            (double)(zn_now_ns() - g->last_ns) / 1e9);
+    zn_warn(ZN_PROXY,
+            "proxy dump:  GPU net rank %d: %s, last progress %.3f s ago; net %s device %s, %s, "
+            "%llu flush(es)",
+            g->rank, atomic_load(&g->failed) ? g->failure : "running",
+            (double)(zn_now_ns() - g->last_ns) / 1e9, g->net->name, g->dev_name, g->gdr_why,
+            (unsigned long long)atomic_load(&g->flushes));
     for (int i = 0; i < g->npeers; i++) {
         const struct gn_peer *p = &g->peers[i];
         for (int ch = 0; ch < g->cfg.nch; ch++) {
@@ -271,22 +324,97 @@ static void gn_dump(void *arg)
 /* Setup                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
+/* This rank's place among the ranks of its host (rank order). */
+static int local_index(const struct zn_tctx *ctx)
+{
+    int idx = 0;
+    for (int r = 0; r < ctx->rank; r++)
+        idx += ctx->peers[r].host_hash == ctx->peers[ctx->rank].host_hash;
+    return idx;
+}
+
+/* The net device nearest the GPU (PCI distance, util/pci.h; with no GPU or no PCI paths every
+ * device is as far); devices equally near are shared out over the host's ranks in turn, so that
+ * GPUs without a device of their own do not all crowd onto the first. */
+static ncclResult_t pick_dev(struct zn_gpunet *g, ncclNetProperties_t *props)
+{
+    char gpu[256] = "", id[32];
+    int gpu_numa = -1;
+    if (g->cfg.cuda_dev >= 0 && zn_cuda_bus_id(g->cfg.cuda_dev, id, sizeof(id)) == ncclSuccess)
+        zn_pci_sysfs_path(id, gpu, sizeof(gpu), &gpu_numa);
+    int ndev = g->net->ndev > 0 ? g->net->ndev : 1, best = ZN_PCI_SYS + 1, ntied = 0;
+    int tied[64];
+    for (int d = 0; d < ndev && d < 64; d++) {
+        ncclNetProperties_t p;
+        ZN_CHECK(g->net->ops->getProperties(d, &p));
+        int numa = p.pciPath ? zn_pci_numa_node(p.pciPath) : -1;
+        int dist = (int)zn_pci_distance(gpu, gpu_numa, p.pciPath, numa);
+        if (dist < best) best = dist, ntied = 0;
+        if (dist == best) tied[ntied++] = d;
+    }
+    g->dev = tied[local_index(g->cfg.ctx) % ntied];
+    g->dist = (enum zn_pci_dist)best;
+    ZN_CHECK(g->net->ops->getProperties(g->dev, props));
+    snprintf(g->dev_name, sizeof(g->dev_name), "%s", props->name ? props->name : "?");
+    return ncclSuccess;
+}
+
+/* GPUDirect RDMA where the device moves GPU memory and is near enough (ZINC_NET_GDR_LEVEL, NCCL's
+ * NCCL_NET_GDR_LEVEL); sends too with ZINC_NET_GDR_READ. Each rank decides for its own rows:
+ * the net moves bytes between any two registered buffers, so its peers need not agree. */
+static void choose_gdr(struct zn_gpunet *g, const ncclNetProperties_t *props)
+{
+    const char *s = zn_params()->net_gdr_level;
+    int level = zn_pci_parse_level(s);
+    if (level < 0) {
+        zn_warn(ZN_NET | ZN_ENV,
+                "ZINC_NET_GDR_LEVEL=%s is not LOC, PIX, PXB, PHB, SYS or 0-4; "
+                "using PXB",
+                s);
+        level = ZN_PCI_PXB;
+    }
+    const char *lname = zn_pci_dist_name((enum zn_pci_dist)level);
+    g->ptr_support = props->ptrSupport;
+    if (g->cfg.cuda_dev < 0 && !g->cfg.gdr_alloc)
+        snprintf(g->gdr_why, sizeof(g->gdr_why), "no GPUDirect RDMA (no GPU)");
+    else if (!(props->ptrSupport & NCCL_PTR_CUDA))
+        snprintf(g->gdr_why, sizeof(g->gdr_why),
+                 "no GPUDirect RDMA (the net cannot move GPU memory: ptrSupport %#x)",
+                 (unsigned)props->ptrSupport);
+    else if (level == ZN_PCI_LOC || (int)g->dist > level)
+        snprintf(g->gdr_why, sizeof(g->gdr_why),
+                 "no GPUDirect RDMA (the device is %s from the GPU, ZINC_NET_GDR_LEVEL=%s)",
+                 zn_pci_dist_name(g->dist), lname);
+    else {
+        g->gdr_rx = 1;
+        g->gdr_tx = zn_params()->net_gdr_read != 0;
+        snprintf(g->gdr_why, sizeof(g->gdr_why),
+                 "GPUDirect RDMA: receives into GPU memory, %s (the device is %s from the GPU, "
+                 "ZINC_NET_GDR_LEVEL=%s)",
+                 g->gdr_tx ? "sends from GPU memory"
+                           : "sends from host memory (ZINC_NET_GDR_READ=0)",
+                 zn_pci_dist_name(g->dist), lname);
+    }
+}
+
 static ncclResult_t open_net(struct zn_gpunet *g, struct gn_addr *me)
 {
     ZN_CHECK(zn_net_select(&g->net));
     ncclNetCommConfig_t cfg = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
     ZN_CHECK(g->net->ops->init(&g->nctx, g->cfg.ctx->comm_hash, &cfg, zn_net_logger, NULL));
     ncclNetProperties_t props;
-    ZN_CHECK(g->net->ops->getProperties(0, &props));
+    ZN_CHECK(pick_dev(g, &props));
     if (!(props.ptrSupport & NCCL_PTR_HOST))
         return zn_error(ncclSystemError, ZN_PROXY | ZN_NET | ZN_INIT,
                         "GPU net proxy: net %s cannot move host memory (ptrSupport %#x)",
                         g->net->name, (unsigned)props.ptrSupport);
+    choose_gdr(g, &props);
     snprintf(me->net, sizeof(me->net), "%s", g->net->name);
     for (int i = 0; i < g->npeers; i++) {
         struct gn_peer *p = &g->peers[i];
         for (int ch = 0; p->from && ch < g->cfg.nch; ch++)
-            ZN_CHECK(g->net->ops->listen(g->nctx, 0, gn_handle(me, p->rank, ch), &p->listen[ch]));
+            ZN_CHECK(
+                g->net->ops->listen(g->nctx, g->dev, gn_handle(me, p->rank, ch), &p->listen[ch]));
     }
     me->recv_from = g->cfg.recv_from;
     return ncclSuccess;
@@ -337,7 +465,7 @@ static ncclResult_t connect_all(struct zn_gpunet *g, void *all)
                     uint8_t h[NCCL_NET_HANDLE_MAXSIZE];
                     memcpy(h, gn_handle(gn_addr_of(all, g->nranks, p->rank), g->rank, ch),
                            sizeof(h));
-                    ZN_CHECK(net->connect(g->nctx, 0, h, &p->snd[ch].comm, &dh));
+                    ZN_CHECK(net->connect(g->nctx, g->dev, h, &p->snd[ch].comm, &dh));
                     left += !p->snd[ch].comm;
                 }
                 if (p->from && !p->rcv[ch].comm) {
@@ -363,27 +491,71 @@ static ncclResult_t connect_all(struct zn_gpunet *g, void *all)
     }
 }
 
-/* A shadow per peer (both directions share it: rows 0 and 1), registered on each connection. */
-static ncclResult_t alloc_shadows(struct zn_gpunet *g, uint8_t *shadow_dev[])
+/* Register a row on one channel's connection: host memory, or device memory (GPUDirect RDMA)
+ * as a dmabuf (fd >= 0) or by address. */
+static ncclResult_t reg_row(struct zn_gpunet *g, struct gn_dir *d, uint8_t *row, int gdr, int fd)
 {
-    size_t bytes = zn_dev_net_shadow_bytes(g->cfg.nch, g->cfg.slot_bytes);
+    const ncclNet_t *net = g->net->ops;
+    size_t bytes = zn_dev_net_row_bytes(g->cfg.nch, g->cfg.slot_bytes);
+    if (!gdr) return net->regMr(d->comm, row, bytes, NCCL_PTR_HOST, &d->mh);
+    if (fd >= 0) return net->regMrDmaBuf(d->comm, row, bytes, NCCL_PTR_CUDA, 0, fd, &d->mh);
+    return net->regMr(d->comm, row, bytes, NCCL_PTR_CUDA, &d->mh);
+}
+
+/* A row in device memory, and a dmabuf fd for it where the net takes one (-1: registered by
+ * address). */
+static ncclResult_t gdr_row(struct zn_gpunet *g, void **mem, int *fd)
+{
+    size_t bytes = zn_dev_net_row_bytes(g->cfg.nch, g->cfg.slot_bytes);
+    *fd = -1;
+    if (g->cfg.gdr_alloc) return g->cfg.gdr_alloc(mem, bytes);
+    ZN_CHECK(zn_cuda_malloc(mem, bytes, "GPU net rows (GPUDirect RDMA)"));
+    if ((g->ptr_support & NCCL_PTR_DMABUF) && zn_cuda_dmabuf_fd(*mem, bytes, fd) != 0)
+        zn_info(ZN_NET | ZN_INIT,
+                "GPU net proxy: no dmabuf for GPU memory here; registering it by address");
+    return ncclSuccess;
+}
+
+/* The rows a peer needs (to it if this rank sends to it, from it if it receives): in its shadow
+ * (pinned host memory, which holds the control words in any case) or, with GPUDirect RDMA, in
+ * device memory; each registered on every channel's connection of its direction. */
+static ncclResult_t alloc_peer(struct zn_gpunet *g, struct gn_peer *p, struct zn_gpunet_view *v)
+{
+    int tx_host = p->to && !g->gdr_tx, rx_host = p->from && !g->gdr_rx;
+    size_t bytes = zn_dev_net_shadow_bytes(g->cfg.nch, g->cfg.slot_bytes, tx_host + rx_host);
     ncclResult_t (*alloc)(void **, void **, size_t) =
         g->cfg.shadow_alloc ? g->cfg.shadow_alloc : zn_cuda_host_alloc;
-    const ncclNet_t *net = g->net->ops;
-    for (int i = 0; i < g->npeers; i++) {
-        struct gn_peer *p = &g->peers[i];
-        void *h = NULL, *d = NULL;
-        ZN_CHECK(alloc(&h, &d, bytes));
-        p->sh = h;
-        shadow_dev[p->rank] = d;
-        for (int ch = 0; ch < g->cfg.nch; ch++) {
-            if (p->to)
-                ZN_CHECK(net->regMr(p->snd[ch].comm, p->sh, bytes, NCCL_PTR_HOST, &p->snd[ch].mh));
-            if (p->from)
-                ZN_CHECK(net->regMr(p->rcv[ch].comm, p->sh, bytes, NCCL_PTR_HOST, &p->rcv[ch].mh));
-        }
+    void *h = NULL, *d = NULL;
+    ZN_CHECK(alloc(&h, &d, bytes));
+    p->sh = h;
+    v->ctrl = d;
+    int row = 0;
+    if (tx_host) {
+        size_t off = zn_dev_net_slot_off(row++, 0, g->cfg.nch, 0, g->cfg.slot_bytes);
+        p->tx = p->sh + off, v->tx = v->ctrl + off;
     }
-    return ncclSuccess;
+    if (rx_host) {
+        size_t off = zn_dev_net_slot_off(row++, 0, g->cfg.nch, 0, g->cfg.slot_bytes);
+        p->rx = p->sh + off, v->rx = v->ctrl + off;
+    }
+    int fd_tx = -1, fd_rx = -1;
+    ncclResult_t res = ncclSuccess;
+    if (p->to && g->gdr_tx) {
+        res = gdr_row(g, &p->tx_mem, &fd_tx);
+        p->tx = v->tx = p->tx_mem;
+    }
+    if (res == ncclSuccess && p->from && g->gdr_rx) {
+        res = gdr_row(g, &p->rx_mem, &fd_rx);
+        p->rx = v->rx = p->rx_mem;
+    }
+    for (int ch = 0; res == ncclSuccess && ch < g->cfg.nch; ch++) {
+        if (p->to) res = reg_row(g, &p->snd[ch], p->tx, g->gdr_tx, fd_tx);
+        if (res == ncclSuccess && p->from) res = reg_row(g, &p->rcv[ch], p->rx, g->gdr_rx, fd_rx);
+    }
+    /* A registration holds the dmabuf; the fd is not needed after it. */
+    if (fd_tx >= 0) close(fd_tx);
+    if (fd_rx >= 0) close(fd_rx);
+    return res;
 }
 
 /* The peers of send_to | recv_from. */
@@ -414,7 +586,7 @@ static ncclResult_t make_peers(struct zn_gpunet *g)
 }
 
 ncclResult_t zn_gpunet_create(const struct zn_gpunet_config *cfg, struct zn_gpunet **out,
-                              uint8_t *shadow_dev[])
+                              struct zn_gpunet_view view[])
 {
     const struct zn_tctx *ctx = cfg->ctx;
     if (cfg->nch < 1 || cfg->nch > ZN_GPUNET_MAX_CH)
@@ -427,6 +599,9 @@ ncclResult_t zn_gpunet_create(const struct zn_gpunet_config *cfg, struct zn_gpun
     g->nranks = ctx->nranks;
     g->last_ns = zn_now_ns();
     atomic_init(&g->gone_cur, -1);
+    atomic_init(&g->flushes, 0);
+    snprintf(g->gdr_why, sizeof(g->gdr_why), "no GPUDirect RDMA");
+    memset(view, 0, sizeof(*view) * (size_t)g->nranks);
     uint8_t *all = NULL;
     ncclResult_t res = make_peers(g);
     if (res == ncclSuccess)
@@ -445,13 +620,15 @@ ncclResult_t zn_gpunet_create(const struct zn_gpunet_config *cfg, struct zn_gpun
     ZN_CHECK_GOTO(check_addrs(g, all), res, fail);
     if (g->npeers) {
         ZN_CHECK_GOTO(connect_all(g, all), res, fail);
-        ZN_CHECK_GOTO(alloc_shadows(g, shadow_dev), res, fail);
+        for (int i = 0; i < g->npeers; i++)
+            ZN_CHECK_GOTO(alloc_peer(g, &g->peers[i], &view[g->peers[i].rank]), res, fail);
         g->client = (struct zn_proxy_client){ .progress = gn_progress, .dump = gn_dump, .arg = g };
         zn_proxy_client_add(&g->client);
         zn_info(ZN_PROXY | ZN_INIT,
-                "GPU net proxy: net %s, %d channel(s), slots of %zu bytes, sending to %#llx, "
-                "receiving from %#llx (rank bits)",
-                g->net->name, cfg->nch, cfg->slot_bytes, (unsigned long long)cfg->send_to,
+                "GPU net proxy: net %s device %s (%s from the GPU), %s; %d channel(s), slots of "
+                "%zu bytes, sending to %#llx, receiving from %#llx (rank bits)",
+                g->net->name, g->dev_name, zn_pci_dist_name(g->dist), g->gdr_why, cfg->nch,
+                cfg->slot_bytes, (unsigned long long)cfg->send_to,
                 (unsigned long long)cfg->recv_from);
     }
     free(all);
@@ -461,6 +638,18 @@ fail:
     free(all);
     zn_gpunet_destroy(g);
     return res;
+}
+
+void zn_gpunet_get_info(const struct zn_gpunet *g, struct zn_gpunet_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->dev = g->dev;
+    snprintf(out->net, sizeof(out->net), "%s", g->net ? g->net->name : "");
+    snprintf(out->dev_name, sizeof(out->dev_name), "%s", g->dev_name);
+    out->ptr_support = g->ptr_support;
+    out->gdr_tx = g->gdr_tx;
+    out->gdr_rx = g->gdr_rx;
+    out->flushes = atomic_load(&((struct zn_gpunet *)g)->flushes);
 }
 
 const char *zn_gpunet_failure(const struct zn_gpunet *g)
@@ -520,6 +709,7 @@ void zn_gpunet_destroy(struct zn_gpunet *g)
     }
     const ncclNet_t *net = g->net ? g->net->ops : NULL;
     void (*release)(void *) = g->cfg.shadow_free ? g->cfg.shadow_free : zn_cuda_host_free;
+    void (*release_gdr)(void *) = g->cfg.gdr_free ? g->cfg.gdr_free : zn_cuda_free;
     for (int i = 0; i < g->npeers; i++) {
         struct gn_peer *p = &g->peers[i];
         for (int ch = 0; net && ch < ZN_GPUNET_MAX_CH; ch++) {
@@ -530,6 +720,8 @@ void zn_gpunet_destroy(struct zn_gpunet *g)
             if (p->listen[ch]) net->closeListen(p->listen[ch]);
         }
         if (p->sh) release(p->sh);
+        if (p->tx_mem) release_gdr(p->tx_mem);
+        if (p->rx_mem) release_gdr(p->rx_mem);
     }
     if (net && g->nctx) net->finalize(g->nctx);
     free(g->peers);

@@ -45,6 +45,8 @@ static struct {
     CUresult (*getErrorString)(CUresult, const char **);
     CUresult (*deviceGet)(CUdevice *, int);
     CUresult (*deviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*memGetHandleForAddressRange)(void *, CUdeviceptr, size_t, CUmemRangeHandleType,
+                                            unsigned long long); /* optional: dmabuf export */
     int ok;
 } drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
@@ -77,6 +79,7 @@ static void load_driver(void)
     ZN_ENTRY(getErrorString, "cuGetErrorString");
     ZN_ENTRY(deviceGet, "cuDeviceGet");
     ZN_ENTRY(deviceGetAttribute, "cuDeviceGetAttribute");
+    ZN_ENTRY(memGetHandleForAddressRange, "cuMemGetHandleForAddressRange");
 #undef ZN_ENTRY
     drv.ok = drv.memCreate && drv.memRelease && drv.memAddressReserve && drv.memAddressFree &&
              drv.memMap && drv.memUnmap && drv.memSetAccess && drv.memExport && drv.memImport &&
@@ -396,6 +399,21 @@ int zn_cuda_mem_range(const void *ptr, void **base, size_t *size)
     return 0;
 }
 
+int zn_cuda_dmabuf_fd(void *ptr, size_t size, int *fd)
+{
+    pthread_once(&drv_once, load_driver);
+    int f = -1;
+    if (!drv.memGetHandleForAddressRange ||
+        drv.memGetHandleForAddressRange(&f, (CUdeviceptr)(uintptr_t)ptr, size,
+                                        CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) != CUDA_SUCCESS ||
+        f < 0) {
+        cudaGetLastError();
+        return -1;
+    }
+    *fd = f;
+    return 0;
+}
+
 ncclResult_t zn_cuda_ipc_get(void *ptr, void *handle64)
 {
     cudaIpcMemHandle_t h;
@@ -608,6 +626,10 @@ ncclResult_t zn_cuda_ipc_open(const void *handle64, void **ptr)
 }
 void zn_cuda_ipc_close(void *ptr) {}
 int zn_cuda_mem_range(const void *ptr, void **base, size_t *size)
+{
+    return -1;
+}
+int zn_cuda_dmabuf_fd(void *ptr, size_t size, int *fd)
 {
     return -1;
 }

@@ -92,6 +92,10 @@ ZN_PARAM(ib_qps_per_conn, INT, "ZINC_IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CO
          "reliable-connected queue pairs per connection that requests are spread over (1-16)")
 ZN_PARAM(ib_dmabuf,     BOOL, "ZINC_DMABUF_ENABLE", "NCCL_DMABUF_ENABLE", "1",
          "register GPU memory exported as dmabuf with ibv_reg_dmabuf_mr where the kernel and NIC support it")
+ZN_PARAM(net_gdr_level, STR,  "ZINC_NET_GDR_LEVEL", "NCCL_NET_GDR_LEVEL", "PXB",
+         "GPUDirect RDMA: the farthest PCI path between a GPU and its net device at which the net moves the GPU's memory directly: LOC (never), PIX (one PCIe switch), PXB (several switches), PHB (through the CPU), SYS (anywhere); legacy numbers 0-4; needs a net that reports NCCL_PTR_CUDA")
+ZN_PARAM(net_gdr_read,  BOOL, "ZINC_NET_GDR_READ",  "NCCL_NET_GDR_READ",  "1",
+         "with GPUDirect RDMA, also send from GPU memory (the NIC reads it); 0: only receives land in GPU memory")
 ZN_PARAM(ibverbs_lib,   STR,  "ZINC_IBVERBS_LIB",   NULL,                 "",
          "tests only: load this library instead of libibverbs.so.1 (tests/ibemu's emulation)")
 ZN_PARAM(proxy_dump_signal, INT, "ZINC_PROXY_DUMP_SIGNAL", "NCCL_PROXY_DUMP_SIGNAL", "0",

@@ -228,6 +228,7 @@ struct emu_mr {
     int access;
     void *map; /* dmabuf mapping */
     size_t map_len;
+    void *gpu; /* GPU memory: the CUDA context it belongs to (emu_gpu.c); NULL: host memory */
 };
 
 struct emu_ctx {
@@ -269,6 +270,7 @@ struct emu_swqe {
     int num_sge;
     struct ibv_sge sge[EMU_MAX_SGE];
     uint8_t *host[EMU_MAX_SGE]; /* translated by the first transmission */
+    void *gpu[EMU_MAX_SGE];     /* and their registrations' GPU contexts (NULL: host memory) */
     uint64_t raddr;
     uint32_t rkey;
     uint32_t imm;
@@ -322,6 +324,10 @@ struct emu_qp {
 struct emu_mr *emu_mr_find(struct emu_ctx *c, uint32_t key);
 void emu_async_event(struct emu_ctx *c, enum ibv_event_type type, void *element, int port);
 void emu_ports_down(void);
+
+/* emu_gpu.c: GPU memory (the test double's GPUDirect RDMA). */
+void *emu_gpu_context(const void *p); /* p's CUDA context if it is GPU memory, else NULL */
+int emu_copy(void *dst, const void *src, size_t n, void *gpu_ctx); /* memcpy, or through CUDA */
 
 /* emu_qp.c */
 void emu_cq_push(struct emu_qp *qp, struct emu_cq *cq, struct ibv_wc *wc);

@@ -437,7 +437,7 @@ struct emu_mr *emu_mr_find(struct emu_ctx *c, uint32_t key)
 }
 
 static struct ibv_mr *mr_add(struct ibv_pd *pd, uint8_t *host, size_t len, uint64_t iova,
-                             unsigned access, void *map, size_t map_len)
+                             unsigned access, void *map, size_t map_len, void *gpu)
 {
     /* Remote write (or atomic) access requires local write, as the verbs spec says. */
     if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
@@ -471,6 +471,9 @@ static struct ibv_mr *mr_add(struct ibv_pd *pd, uint8_t *host, size_t len, uint6
     m->access = (int)access;
     m->map = map;
     m->map_len = map_len;
+    m->gpu = gpu;
+    if (gpu && emu_config()->debug)
+        emu_log("MR %#x: %zu bytes of GPU memory at %p", key, len, (void *)host);
     pthread_mutex_lock(&c->lock);
     m->next = c->mrs[key & 255];
     c->mrs[key & 255] = m;
@@ -482,16 +485,19 @@ static struct ibv_mr *mr_add(struct ibv_pd *pd, uint8_t *host, size_t len, uint6
 EMU_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
                                            unsigned int access)
 {
-    return mr_add(pd, addr, len, iova, access, NULL, 0);
+    return mr_add(pd, addr, len, iova, access, NULL, 0, emu_gpu_context(addr));
 }
 
 EMU_EXPORT struct ibv_mr *(ibv_reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access)
 {
-    return mr_add(pd, addr, len, (uintptr_t)addr, (unsigned)access, NULL, 0);
+    return mr_add(pd, addr, len, (uintptr_t)addr, (unsigned)access, NULL, 0, emu_gpu_context(addr));
 }
 
-/* A dmabuf is mapped into this process (a udmabuf or memfd can be; GPU memory cannot, and
- * fails here with the mmap error). fd -1 answers EBADF, which is how callers probe support. */
+/* A dmabuf is mapped into this process (a udmabuf or memfd can be). GPU memory cannot be: then,
+ * where the iova is GPU memory of this process (callers pass the buffer's address as the iova,
+ * as NCCL does), the region is that GPU memory (emu_gpu.c) -- the test double's stand-in for a
+ * NIC that registers a GPU's dmabuf; otherwise the mmap error. fd -1 answers EBADF, which is how
+ * callers probe support. */
 EMU_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t len,
                                             uint64_t iova, int fd, int access)
 {
@@ -507,9 +513,17 @@ EMU_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, 
     uint64_t start = offset & ~(page - 1);
     size_t map_len = (size_t)(offset - start + len);
     void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
-    if (map == MAP_FAILED) return NULL;
-    struct ibv_mr *mr =
-        mr_add(pd, (uint8_t *)map + (offset - start), len, iova, (unsigned)access, map, map_len);
+    if (map == MAP_FAILED) {
+        int e = errno;
+        void *gpu = emu_gpu_context((void *)(uintptr_t)iova);
+        if (gpu)
+            return mr_add(pd, (uint8_t *)(uintptr_t)iova, len, iova, (unsigned)access, NULL, 0,
+                          gpu);
+        errno = e;
+        return NULL;
+    }
+    struct ibv_mr *mr = mr_add(pd, (uint8_t *)map + (offset - start), len, iova, (unsigned)access,
+                               map, map_len, NULL);
     if (!mr) {
         int e = errno;
         munmap(map, map_len);

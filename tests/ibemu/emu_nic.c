@@ -111,6 +111,7 @@ static int sge_translate(struct emu_qp *qp, struct emu_swqe *e)
             s->addr + s->length > m->iova + m->len || m->mr.pd != qp->qp.pd)
             return -1;
         e->host[i] = m->host + (s->addr - m->iova);
+        e->gpu[i] = m->gpu;
     }
     return 0;
 }
@@ -130,9 +131,9 @@ static void sge_copy(struct emu_swqe *e, uint64_t off, uint8_t *buf, uint64_t n,
         }
         uint64_t k = l - off < n ? l - off : n;
         if (to_local)
-            memcpy(e->host[i] + off, buf, k);
+            emu_copy(e->host[i] + off, buf, k, e->gpu[i]);
         else
-            memcpy(buf, e->host[i] + off, k);
+            emu_copy(buf, e->host[i] + off, k, e->gpu[i]);
         buf += k;
         n -= k;
         off = 0;
@@ -326,7 +327,9 @@ static int rx_read(struct emu_qp *qp, struct emu_qp_seg *peer, const struct emu_
                                .raddr = qp->rx_read_off,
                                .total = p->total };
         o->flags = qp->rx_read_off + n == p->total ? PKT_LAST : 0;
-        if (n) memcpy(o + 1, qp->rx_mr->host + (p->raddr - qp->rx_mr->iova) + qp->rx_read_off, n);
+        if (n)
+            emu_copy(o + 1, qp->rx_mr->host + (p->raddr - qp->rx_mr->iova) + qp->rx_read_off, n,
+                     qp->rx_mr->gpu);
         emu_ring_publish(r, head);
         qp->rx_read_off += n;
     } while (qp->rx_read_off < p->total);
@@ -379,7 +382,9 @@ static int responder(struct emu_qp *qp, uint64_t now, int *pending)
             qp->rx_read_off = 0;
             ack(peer, p->msn);
         } else if (p->type == PKT_WRITE) {
-            if (p->len) memcpy(qp->rx_mr->host + (p->raddr - qp->rx_mr->iova), p + 1, p->len);
+            if (p->len)
+                emu_copy(qp->rx_mr->host + (p->raddr - qp->rx_mr->iova), p + 1, p->len,
+                         qp->rx_mr->gpu);
             if (p->flags & PKT_LAST) {
                 if (p->flags & PKT_IMM) emu_complete_recv(qp, p->total, p->imm);
                 ack(peer, p->msn);

@@ -43,6 +43,9 @@
  *   gpunet_gone (net) peers that close their engines (one, or two with 3+ ranks) are marked in
  *             the receiver's shadow (the slots that came + 1) and named in its message, and the
  *             receiver's engine keeps running
+ *   gpunet_gdr (net) the engine with GPUDirect RDMA rows (plain memory standing in for device
+ *             memory): where they go at each ZINC_NET_GDR_LEVEL / _READ, data, every landed slot
+ *             flushed on a net that moves GPU memory; the net device by the rank's place
  *   exit      a peer that exits mid-transfer is reported as ncclRemoteError within seconds
  *             (always last: the job is one rank short afterwards)
  *   perf      (not in "all") loopback throughput, rank 0 <-> rank 1
@@ -361,6 +364,7 @@ static const struct scenario scenarios[] = {
     { .name = "gpunet_slots", .fn = sc_gpunet_slots, .net_only = 1, .min_ranks = 3 },
     { .name = "gpunet_abort", .fn = sc_gpunet_abort, .net_only = 1, .min_ranks = 2 },
     { .name = "gpunet_gone", .fn = sc_gpunet_gone, .net_only = 1, .min_ranks = 2 },
+    { .name = "gpunet_gdr", .fn = sc_gpunet_gdr, .net_only = 1, .min_ranks = 2 },
     { .name = "perf", .fn = sc_perf, .min_ranks = 2 },
     { .name = "exit", .fn = sc_exit, .min_ranks = 2 },
 };

@@ -112,5 +112,6 @@ int sc_gpunet_all(struct rank_env *e);
 int sc_gpunet_slots(struct rank_env *e);
 int sc_gpunet_gone(struct rank_env *e);
 int sc_gpunet_abort(struct rank_env *e);
+int sc_gpunet_gdr(struct rank_env *e);
 
 #endif

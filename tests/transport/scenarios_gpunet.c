@@ -2,9 +2,11 @@
  * Conformance scenarios for the proxy's GPU net engine (src/proxy/gpunet.h), run without a GPU:
  * host code in each rank stands in for the kernels (a test double of fifo.cuh's reserve /
  * commit / consume / release on the net shadows, written here from the layout in
- * abi/dev_abi.h), and the shadows are plain memory (the engine's shadow_alloc hook). The
- * engine, the proxy's progress thread and the net (ZINC_NET: the socket net, or IB through the
- * verbs emulation) are the real ones. Every rank is its own "host": ring hops rank -> rank + 1
+ * abi/dev_abi.h), and the shadows are plain memory (the engine's shadow_alloc hook), as are the
+ * rows that GPUDirect RDMA would put in device memory (gdr_alloc: the engine registers them with
+ * the net as NCCL_PTR_CUDA memory and flushes what lands in them). The engine, the proxy's
+ * progress thread and the net (ZINC_NET: the socket net, or IB through the verbs emulation) are
+ * the real ones. Every rank is its own "host": ring hops rank -> rank + 1
  * over the net (what the ring kernels use), or FIFOs from every rank to every other one (what
  * send/recv and alltoall use). The control rows of a shadow are the peers' ranks, or, as for a
  * ring of more than ZN_DEV_MAX_RANKS ranks, slots (self 0, next 1, prev 2: zn_dev_comm).
@@ -12,6 +14,7 @@
 #include "conformance.h"
 #include "abi/dev_abi.h"
 #include "proxy/gpunet.h"
+#include "net/net.h"
 #include "proxy/service.h"
 #include "util/param.h"
 
@@ -31,10 +34,18 @@ static ncclResult_t plain_alloc(void **host, void **dev, size_t size)
     return *host ? ncclSuccess : ncclSystemError;
 }
 
+/* Stands in for device memory (GPUDirect RDMA rows). */
+static ncclResult_t plain_gdr_alloc(void **ptr, size_t size)
+{
+    *ptr = calloc(1, size);
+    return *ptr ? ncclSuccess : ncclSystemError;
+}
+
 struct gn_rank {
     struct zn_gpunet *g;
     volatile uint32_t abort_word;
-    uint8_t *sh[MAXR]; /* the shadows the kernels of this rank would see (per peer) */
+    struct zn_gpunet_view v[MAXR]; /* where the kernels of this rank would find each peer */
+    uint8_t *sh[MAXR];             /* the peers' shadows (v[p].ctrl) */
     int me, next, prev;
     int8_t slot[MAXR], row_in[MAXR]; /* rows of peer p's slots and of ours to p */
 };
@@ -46,10 +57,12 @@ static volatile uint64_t *gn_word(uint8_t *base, size_t off, int peer, int ch)
     return (volatile uint64_t *)(base + zn_dev_ctrl_off(off, peer, ch));
 }
 
-/* Row 0: the slots this rank sends; row 1: those it receives. */
-static uint8_t *gn_slot(uint8_t *base, int row, int ch, uint64_t pos)
+/* Slot pos of the FIFO to peer (rx 0) or from it (rx 1), where the engine put the rows (as
+ * zn_dev_net_slot finds them for the kernels). */
+static uint8_t *gn_slot(const struct gn_rank *r, int peer, int rx, int ch, uint64_t pos)
 {
-    return base + zn_dev_net_slot_off(row, ch, GN_NCH, (int)(pos % ZN_DEV_NET_NBUF), GN_SLOT);
+    return (rx ? r->v[peer].rx : r->v[peer].tx) +
+           zn_dev_net_row_off(ch, (int)(pos % ZN_DEV_NET_NBUF), GN_SLOT);
 }
 
 /* Bytes of slot pos: full slots, and now and then a short or empty one. */
@@ -60,8 +73,9 @@ static size_t gn_bytes(uint64_t pos)
 }
 
 /* GN_ALL: FIFOs to and from every other rank; else to next and from prev, with the ranks as
- * rows or (GN_SLOTS_RING, at least 3 ranks) slots. */
-static int gn_open(struct rank_env *e, struct gn_rank *r, int mode)
+ * rows or (GN_SLOTS_RING, at least 3 ranks) slots. gdr: rows for GPUDirect RDMA from
+ * plain_gdr_alloc, should ZINC_NET_GDR_LEVEL and the net allow it. */
+static int gn_open_gdr(struct rank_env *e, struct gn_rank *r, int mode, int gdr)
 {
     int all = mode == GN_ALL;
     memset((void *)r, 0, sizeof(*r));
@@ -92,16 +106,28 @@ static int gn_open(struct rank_env *e, struct gn_rank *r, int mode)
                                     .nch = GN_NCH,
                                     .slot_bytes = GN_SLOT,
                                     .abort_word = &r->abort_word,
+                                    .cuda_dev = -1,
                                     .shadow_alloc = plain_alloc,
-                                    .shadow_free = free };
-    ncclResult_t res = zn_gpunet_create(&cfg, &r->g, r->sh);
+                                    .shadow_free = free,
+                                    .gdr_alloc = gdr ? plain_gdr_alloc : NULL,
+                                    .gdr_free = gdr ? free : NULL };
+    ncclResult_t res = zn_gpunet_create(&cfg, &r->g, r->v);
     if (res != ncclSuccess) zn_proxy_release();
     CHECK(res == ncclSuccess, "zn_gpunet_create returned %d", (int)res);
-    for (int p = 0; p < e->nranks; p++)
-        CHECK(!r->sh[p] == (p == r->me || (!all && p != r->next && p != r->prev)),
-              "shadow of rank %d: %p", p, (void *)r->sh[p]);
+    for (int p = 0; p < e->nranks; p++) {
+        r->sh[p] = r->v[p].ctrl;
+        int to = p != r->me && (all || p == r->next), from = p != r->me && (all || p == r->prev);
+        CHECK(!r->sh[p] == (!to && !from), "shadow of rank %d: %p", p, (void *)r->sh[p]);
+        CHECK(!r->v[p].tx == !to && !r->v[p].rx == !from, "rows of rank %d: to %p, from %p", p,
+              (void *)r->v[p].tx, (void *)r->v[p].rx);
+    }
     CHECK(e->nranks > 2 || all || r->sh[r->next] == r->sh[r->prev], "two shadows for one peer");
     return 0;
+}
+
+static int gn_open(struct rank_env *e, struct gn_rank *r, int mode)
+{
+    return gn_open_gdr(e, r, mode, 0);
 }
 
 static void gn_close(struct gn_rank *r)
@@ -127,7 +153,7 @@ static int gn_push(struct gn_rank *r, int peer, int ch, struct gn_chan *c, uint6
         __atomic_load_n(gn_word(sh, ZN_DEV_ACK_OFF, r->slot[peer], ch), __ATOMIC_ACQUIRE);
     if (pos >= ZN_DEV_NET_NBUF && acked < pos + 1 - ZN_DEV_NET_NBUF) return 0;
     size_t n = gn_bytes(pos);
-    pattern_fill(gn_slot(sh, 0, ch, pos), n, r->me, peer, pos * GN_NCH + ch);
+    pattern_fill(gn_slot(r, peer, 0, ch, pos), n, r->me, peer, pos * GN_NCH + ch);
     *gn_word(sh, ZN_DEV_NETSIZE_OFF, (int)(pos % ZN_DEV_NET_NBUF), ch) = n;
     __atomic_store_n(gn_word(sh, ZN_DEV_READY_OFF, r->row_in[peer], ch), pos + 1, __ATOMIC_RELEASE);
     c->sent++;
@@ -144,7 +170,7 @@ static int gn_pull(struct gn_rank *r, int peer, int ch, struct gn_chan *c, uint6
         __atomic_load_n(gn_word(sh, ZN_DEV_READY_OFF, r->slot[peer], ch), __ATOMIC_ACQUIRE);
     if (ready < pos + 1) return 0;
     size_t n = gn_bytes(pos);
-    size_t bad = pattern_check(gn_slot(sh, 1, ch, pos), n, peer, r->me, pos * GN_NCH + ch);
+    size_t bad = pattern_check(gn_slot(r, peer, 1, ch, pos), n, peer, r->me, pos * GN_NCH + ch);
     if (bad != (size_t)-1)
         return fail_at(__FILE__, __LINE__, "slot bytes",
                        "channel %d slot %llu from rank %d: byte %zu of %zu is wrong", ch,
@@ -341,5 +367,78 @@ int sc_gpunet_abort(struct rank_env *e)
     }
     rc = barrier(e);
     if (e->rank != 0) gn_close(&r);
+    return rc;
+}
+
+/* One engine of gpunet_gdr: FIFOs between every two ranks, `slots` slots per channel each way,
+ * with ZINC_NET_GDR_LEVEL=level and ZINC_NET_GDR_READ=read. */
+static int gdr_round(struct rank_env *e, const char *level, const char *read, uint64_t slots)
+{
+    setenv("ZINC_NET_GDR_LEVEL", level, 1);
+    setenv("ZINC_NET_GDR_READ", read, 1);
+    zn_params_reload();
+    struct gn_rank r;
+    if (gn_open_gdr(e, &r, GN_ALL, 1)) return -1;
+    struct zn_gpunet_info in;
+    zn_gpunet_get_info(r.g, &in);
+    int rc = 0;
+    int can = (in.ptr_support & NCCL_PTR_CUDA) != 0, on = can && strcmp(level, "LOC") != 0;
+    if (in.gdr_rx != on || in.gdr_tx != (on && strcmp(read, "1") == 0))
+        rc = fail_at(__FILE__, __LINE__, "GPUDirect RDMA",
+                     "net %s (ptrSupport %#x), level %s, read %s: rows in device memory: "
+                     "received %d, sent %d",
+                     in.net, (unsigned)in.ptr_support, level, read, in.gdr_rx, in.gdr_tx);
+    /* Rows the engine keeps in host memory are in the shadow (which holds just those), the others
+     * are not. */
+    size_t sh_bytes = zn_dev_net_shadow_bytes(GN_NCH, GN_SLOT, !in.gdr_tx + !in.gdr_rx);
+    for (int p = 0; p < e->nranks && !rc; p++) {
+        if (p == r.me) continue;
+        uint8_t *c = r.v[p].ctrl;
+        int tx_in = r.v[p].tx >= c && r.v[p].tx < c + sh_bytes;
+        int rx_in = r.v[p].rx >= c && r.v[p].rx < c + sh_bytes;
+        if (tx_in == in.gdr_tx || rx_in == in.gdr_rx)
+            rc = fail_at(__FILE__, __LINE__, "rows", "rank %d: row to it %s the shadow, from it %s",
+                         p, tx_in ? "in" : "off", rx_in ? "in" : "off");
+    }
+    /* The device: all are equally near without a GPU, so the one for this rank's place among
+     * its host's ranks. */
+    const struct zn_net *net = zn_net_find(in.net);
+    int idx = 0;
+    for (int q = 0; q < r.me; q++) idx += e->peers[q].host_hash == e->peers[r.me].host_hash;
+    if (!rc && net && net->ndev > 0 && in.dev != idx % net->ndev)
+        rc = fail_at(__FILE__, __LINE__, "device", "device %d (%s) of %d, want %d", in.dev,
+                     in.dev_name, net->ndev, idx % net->ndev);
+    if (!rc) rc = gn_move(e, &r, 1, slots);
+    /* Every slot with bytes in it that landed in "device memory" was flushed before the kernels
+     * were told (the IB net flushes GPU registrations with an RDMA read). */
+    uint64_t nonempty = 0;
+    for (uint64_t pos = 0; pos < slots; pos++) nonempty += gn_bytes(pos) > 0;
+    uint64_t want = in.gdr_rx ? nonempty * GN_NCH * (uint64_t)(e->nranks - 1) : 0;
+    zn_gpunet_get_info(r.g, &in);
+    if (!rc && in.flushes != want)
+        rc = fail_at(__FILE__, __LINE__, "flushes", "%llu flushes of received slots, want %llu",
+                     (unsigned long long)in.flushes, (unsigned long long)want);
+    if (!rc)
+        SAY("level %s, read %s: net %s device %s, rows in device memory: received %d, sent %d; "
+            "%llu flushes",
+            level, read, in.net, in.dev_name, in.gdr_rx, in.gdr_tx, (unsigned long long)in.flushes);
+    gn_close(&r);
+    return rc;
+}
+
+/* gpunet_gdr: GPUDirect RDMA in the engine, with plain memory standing in for the device
+ * memory of its rows (plain_gdr_alloc). Three engines in turn, 40 slots per channel between
+ * every two ranks each: ZINC_NET_GDR_LEVEL=SYS (anything near enough: both rows off the shadow
+ * where the net moves GPU memory, the IB net; none on the socket net, which cannot),
+ * ZINC_NET_GDR_READ=0 (only received rows off it), ZINC_NET_GDR_LEVEL=LOC (never). Also the
+ * net device: with equally near devices, the one for this rank's place on its host. */
+int sc_gpunet_gdr(struct rank_env *e)
+{
+    int rc = gdr_round(e, "SYS", "1", 40);
+    if (!rc) rc = gdr_round(e, "SYS", "0", 40);
+    if (!rc) rc = gdr_round(e, "LOC", "1", 40);
+    unsetenv("ZINC_NET_GDR_LEVEL");
+    unsetenv("ZINC_NET_GDR_READ");
+    zn_params_reload();
     return rc;
 }

@@ -3,10 +3,12 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/pci.h"
 #include "util/shm.h"
 #include "util/sock.h"
 #include "zt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -265,6 +267,68 @@ ZT_TEST(shm_segments)
     ZT_EQ_INT(zn_shm_attach("/zn-test-never", 100, zn_now_ns() + 50000000ll, NULL, &c), -ETIMEDOUT);
 }
 
+/* PCI distances from sysfs paths (made-up machines: a switch with a GPU and a NIC on two of its
+ * downstream ports, a second switch tier, other root ports and host bridges). */
+ZT_TEST(pci_distance)
+{
+    const char *gpu = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:05:00.0";
+    const char *nic_same_switch =
+        "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0/0000:06:00.0";
+    const char *nic_two_tiers = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0/"
+                                "0000:06:00.0/0000:07:04.0/0000:08:00.0";
+    const char *nic_other_root_port = "/sys/devices/pci0000:00/0000:00:03.0/0000:09:00.0";
+    const char *nic_other_bridge = "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0";
+    ZT_EQ_INT(zn_pci_distance(gpu, 0, gpu, 0), ZN_PCI_LOC);
+    ZT_EQ_INT(zn_pci_distance(gpu, 0, nic_same_switch, 0), ZN_PCI_PIX);
+    ZT_EQ_INT(zn_pci_distance(nic_same_switch, 0, gpu, 0), ZN_PCI_PIX);
+    ZT_EQ_INT(zn_pci_distance(gpu, 0, nic_two_tiers, 0), ZN_PCI_PXB);
+    ZT_EQ_INT(zn_pci_distance(gpu, 0, nic_other_root_port, 0), ZN_PCI_PHB);
+    ZT_EQ_INT(zn_pci_distance(gpu, 0, nic_other_bridge, 0), ZN_PCI_PHB);   /* one NUMA node */
+    ZT_EQ_INT(zn_pci_distance(gpu, 0, nic_other_bridge, 1), ZN_PCI_SYS);   /* two */
+    ZT_EQ_INT(zn_pci_distance(gpu, -1, nic_other_bridge, -1), ZN_PCI_SYS); /* unknown */
+    /* Functions of one device under one root port; a class directory after the device. */
+    ZT_EQ_INT(zn_pci_distance("/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0", 0,
+                              "/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.1/net/eth0", 0),
+              ZN_PCI_PIX);
+    /* Unknown or not a PCI device: nothing is near. */
+    ZT_EQ_INT(zn_pci_distance(NULL, 0, gpu, 0), ZN_PCI_SYS);
+    ZT_EQ_INT(zn_pci_distance("", 0, gpu, 0), ZN_PCI_SYS);
+    ZT_EQ_INT(zn_pci_distance("/sys/devices/virtual/net/lo", 0, gpu, 0), ZN_PCI_SYS);
+    ZT_EQ_INT(zn_pci_distance("/sys/devices/pci0000:00", 0, gpu, 0), ZN_PCI_SYS);
+    /* Levels as NCCL writes them. */
+    ZT_EQ_INT(zn_pci_parse_level("PXB"), ZN_PCI_PXB);
+    ZT_EQ_INT(zn_pci_parse_level("phb"), ZN_PCI_PHB);
+    ZT_EQ_INT(zn_pci_parse_level("0"), ZN_PCI_LOC);
+    ZT_EQ_INT(zn_pci_parse_level("4"), ZN_PCI_SYS);
+    ZT_EQ_INT(zn_pci_parse_level("5"), ZN_PCI_SYS);
+    ZT_EQ_INT(zn_pci_parse_level("NVL"), -1);
+    ZT_EQ_INT(zn_pci_parse_level("-1"), -1);
+    ZT_EQ_INT(zn_pci_parse_level(""), -1);
+    ZT_EQ_STR(zn_pci_dist_name(ZN_PCI_PIX), "PIX");
+    /* A bus id that is not in sysfs has no path. */
+    char path[256];
+    int numa = 7;
+    ZT_EQ_INT(zn_pci_sysfs_path("ffff:ff:1f.7", path, sizeof(path), &numa), -1);
+    ZT_EQ_INT(numa, -1);
+    ZT_EQ_STR(path, "");
+    ZT_EQ_INT(zn_pci_sysfs_path("not a bus id", path, sizeof(path), &numa), -1);
+    /* A real device of this machine, named as CUDA writes bus ids (8-digit domain, upper case). */
+    DIR *d = opendir("/sys/bus/pci/devices");
+    struct dirent *e = NULL;
+    while (d && (e = readdir(d)) != NULL && e->d_name[0] == '.') {
+    }
+    if (e) {
+        unsigned dom, bus, dev, fn;
+        ZT_EQ_INT(sscanf(e->d_name, "%x:%x:%x.%x", &dom, &bus, &dev, &fn), 4);
+        char id[32];
+        snprintf(id, sizeof(id), "%08X:%02X:%02X.%X", dom, bus, dev, fn);
+        ZT_EQ_INT(zn_pci_sysfs_path(id, path, sizeof(path), &numa), 0);
+        ZT_ASSERT(strstr(path, e->d_name) != NULL);
+        ZT_EQ_INT(zn_pci_distance(path, numa, path, numa), ZN_PCI_LOC);
+    }
+    if (d) closedir(d);
+}
+
 ZT_MAIN(ZT_CASE(params_parse), ZT_CASE(params_sources), ZT_CASE(log_helpers), ZT_CASE(ifname_rules),
         ZT_CASE(sockaddr_parse), ZT_CASE(sock_loopback), ZT_CASE(sock_peer_user),
-        ZT_CASE(shm_segments))
+        ZT_CASE(shm_segments), ZT_CASE(pci_distance))
