@@ -126,10 +126,11 @@ static void print_nets(void)
         for (int d = 0; d < net->ndev; d++) {
             ncclNetProperties_t p;
             if (net->ops->getProperties(d, &p) != ncclSuccess) continue;
-            printf("    dev %d: %s, %d Mb/s, memory:%s%s%s, maxRecvs %d\n", d,
+            printf("    dev %d: %s, %d Mb/s, memory:%s%s%s, maxRecvs %d, PCI %s\n", d,
                    p.name ? p.name : "?", p.speed, p.ptrSupport & NCCL_PTR_HOST ? " host" : "",
                    p.ptrSupport & NCCL_PTR_CUDA ? " cuda" : "",
-                   p.ptrSupport & NCCL_PTR_DMABUF ? " dmabuf" : "", p.maxRecvs);
+                   p.ptrSupport & NCCL_PTR_DMABUF ? " dmabuf" : "", p.maxRecvs,
+                   p.pciPath ? p.pciPath : "unknown");
         }
     }
     for (int i = 0; i < zn_net_unused_count(); i++) {

@@ -231,6 +231,7 @@ struct zn_ib_comm {
     int fd; /* the handshake socket, kept open: its hangup means the peer is gone */
     int tc; /* traffic class, -1: ZINC_IB_TC */
     int64_t next_hup_check;
+    int64_t hup_since;     /* when the hangup was first seen (0: not yet) */
     struct ib_pending *hs; /* send: the handshake's answer, still to come */
     int peer_ready;        /* recv: the sender's QPs are up */
     uint64_t announced;    /* recv: receives whose FIFO entries are posted (<= seq) */

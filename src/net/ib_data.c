@@ -590,11 +590,21 @@ int zn_net_ib_hung_up(struct zn_ib_comm *c)
     return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) || recv(c->fd, &b, 1, MSG_PEEK) == 0;
 }
 
+/* After the hangup a request may still complete: the peer can take our last message and leave
+ * before its acknowledgement reaches our NIC (the acknowledgement and the socket's FIN travel
+ * apart, and the completion is written once the acknowledgement is processed), so a send it
+ * received would be reported failed. Completions are awaited this long after the hangup; what
+ * has not completed by then never will (the peer's queue pairs are gone). */
+#define ZN_IB_HUP_GRACE_NS (2 * 1000000000ll)
+
 static ncclResult_t check_hangup(struct zn_ib_comm *c, const struct zn_ib_req *r)
 {
-    if (!zn_net_ib_hung_up(c)) return ncclSuccess;
+    if (!c->hup_since) {
+        if (!zn_net_ib_hung_up(c)) return ncclSuccess;
+        c->hup_since = zn_now_ns();
+    }
     ZN_CHECK(poll_cq(c)); /* what completed before the peer left still counts */
-    if (r->done) return ncclSuccess;
+    if (r->done || zn_now_ns() - c->hup_since < ZN_IB_HUP_GRACE_NS) return ncclSuccess;
     return peer_closed(c);
 }
 

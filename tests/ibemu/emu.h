@@ -74,6 +74,7 @@ struct emu_config {
     int dmabuf;
     uint64_t ring_bytes;
     uint64_t retry_cap_ns;
+    uint64_t ack_delay_ns; /* acknowledgements reach the requester this late */
     int debug;
     struct emu_fault fault;
 };
@@ -316,6 +317,8 @@ struct emu_qp {
     uint64_t last_check_ns;
     uint64_t unreach_since;
     int reachable;
+    /* ZINC_IBEMU_ACK_DELAY_MS: the newest acknowledgement, when it came, and the one in effect */
+    uint64_t ack_seen, ack_seen_ns, ack_eff;
     int flushing;
     int fault; /* injected: 1 error completion (QP to error), 2 QP fatal (and async event) */
 };

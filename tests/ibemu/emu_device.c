@@ -151,6 +151,7 @@ static void config_load(void)
     cfg.dmabuf = (int)env_long("ZINC_IBEMU_DMABUF", 1, 0, 1);
     cfg.ring_bytes = (uint64_t)env_long("ZINC_IBEMU_RING_KB", 1024, 64, 1 << 20) * 1024;
     cfg.retry_cap_ns = (uint64_t)env_long("ZINC_IBEMU_RETRY_CAP_MS", 5000, 1, 3600000) * 1000000;
+    cfg.ack_delay_ns = (uint64_t)env_long("ZINC_IBEMU_ACK_DELAY_MS", 0, 0, 60000) * 1000000;
     speed_codes(env_long("ZINC_IBEMU_SPEED", 400, 1, 100000), &cfg.speed, &cfg.width);
     s = getenv("ZINC_IBEMU_FAULT");
     if (s && *s) parse_faults(s);

@@ -227,9 +227,23 @@ static int requester_rx(struct emu_qp *qp)
     return n;
 }
 
-static int requester_complete(struct emu_qp *qp, uint64_t now)
+static int requester_complete(struct emu_qp *qp, uint64_t now, int *pending)
 {
     uint64_t acked = atomic_load(&qp->seg->acked_msn);
+    /* ZINC_IBEMU_ACK_DELAY_MS: an acknowledgement takes effect that long after it came (a slow
+     * way back), so that the responder can be gone before the requester's completion. */
+    uint64_t delay = emu_config()->ack_delay_ns;
+    if (delay) {
+        if (acked > qp->ack_seen) { /* a newer one restarts the wait: "at least" the delay */
+            qp->ack_seen = acked;
+            qp->ack_seen_ns = now;
+        }
+        if (now - qp->ack_seen_ns >= delay)
+            qp->ack_eff = qp->ack_seen;
+        else
+            *pending = 1;
+        acked = qp->ack_eff;
+    }
     uint64_t nak = atomic_load(&qp->seg->nak_msn);
     int n = 0;
     while (qp->sq_done < qp->sq_tx && qp->qp.state != IBV_QPS_ERR) {
@@ -413,7 +427,7 @@ int emu_qp_progress(struct emu_qp *qp, uint64_t now, int *pending)
             int reachable = peer_reachable(qp, now);
             if (reachable) n += requester_tx(qp, qp->peer);
             n += requester_rx(qp);
-            n += requester_complete(qp, now);
+            n += requester_complete(qp, now, pending);
             if (qp->qp.state != IBV_QPS_ERR) requester_timeout(qp, now, reachable, pending);
         }
     }

@@ -384,6 +384,7 @@ static void qp_reset(struct emu_qp *qp)
     qp->rq_post = qp->rq_done = 0;
     qp->next_msn = 1;
     qp->unreach_since = 0;
+    qp->ack_seen = qp->ack_seen_ns = qp->ack_eff = 0;
     qp->rx_mr = NULL;
     qp->rx_rnr_since = 0;
     qp->rx_read_off = 0;

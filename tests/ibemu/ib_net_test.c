@@ -12,6 +12,9 @@
  *              status, vendor error, QP and peer
  *   peerdeath  the receiving process dies: the send fails (retries exceeded, or the hangup)
  *   senderdeath  the sending process dies: a waiting receive fails instead of hanging
+ *   lateack    the receiver takes the message and exits before the sender's NIC has the
+ *              acknowledgement (the emulation holds acknowledgements back 300 ms): the send
+ *              completes; it must not fail because the peer hung up first
  *   portdown, qpfatal  an async event (port down, QP fatal) fails the connection it touches
  *   rma        the one-sided extension (net.h, zn_net_ib_rma): the receiver hands out keys of
  *              its registrations and then only watches memory; the sender's writes land (1 MB
@@ -444,6 +447,45 @@ static void test_senderdeath(void)
     net->finalize(ctx);
 }
 
+/* Receives one message, then exits at once (its queue pairs and handshake socket go with it). */
+static void recv_one_exit_child(int fd)
+{
+    void *ctx = net_open(), *rc = receiver_setup(ctx, fd);
+    static uint8_t buf[4096];
+    void *mh, *d = buf;
+    size_t sz = sizeof(buf);
+    int tag = 0;
+    CHECK(net->regMr(rc, buf, sizeof(buf), NCCL_PTR_HOST, &mh) == ncclSuccess);
+    CHECK(wait_req(post_recv(rc, 1, &d, &sz, &tag, &mh), NULL) == ncclSuccess);
+    for (int i = 0; i < 100; i++) CHECK(buf[i] == pat((size_t)i, 5));
+    _exit(0);
+}
+
+static void test_lateack(void)
+{
+    int fd;
+    pid_t pid = ibemu_test_spawn(recv_one_exit_child, &fd);
+    void *ctx = net_open(), *sc = sender_setup(ctx, fd);
+    static uint8_t buf[4096];
+    for (int i = 0; i < 100; i++) buf[i] = pat((size_t)i, 5);
+    void *mh;
+    CHECK(net->regMr(sc, buf, sizeof(buf), NCCL_PTR_HOST, &mh) == ncclSuccess);
+    void *req = post_send(sc, buf, 100, 0, mh);
+    /* Drive the send until the receiver has it and is gone; its acknowledgement is held back. */
+    for (time_t end = time(NULL) + GUARD_S;; deadline_check(end)) {
+        int st, done = 0;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+            break;
+        }
+        CHECK(net->test(req, &done, NULL) == ncclSuccess && !done);
+    }
+    CHECK(wait_req(req, NULL) == ncclSuccess);
+    net->deregMr(sc, mh);
+    net->closeSend(sc);
+    net->finalize(ctx);
+}
+
 /* Both ends in this process (connect and accept never block). */
 static void loop_pair(void *ctx, void **sc, void **rc)
 {
@@ -698,6 +740,7 @@ int main(int argc, char **argv)
         { "fault", test_fault, { "ZINC_IBEMU_FAULT=wc=2:REM_ACCESS_ERR:0x99", NULL } },
         { "peerdeath", test_peerdeath, { "ZINC_IB_TIMEOUT=10", "ZINC_IB_RETRY_CNT=1", NULL } },
         { "senderdeath", test_senderdeath, { NULL } },
+        { "lateack", test_lateack, { "ZINC_IBEMU_ACK_DELAY_MS=300", NULL } },
         { "portdown", test_async, { "ZINC_IBEMU_FAULT=portdown=1", NULL } },
         { "qpfatal", test_async, { "ZINC_IBEMU_FAULT=qpfatal=1", NULL } },
         { "rma", test_rma, { "ZINC_IB_QPS_PER_CONNECTION=2", NULL } },
@@ -716,8 +759,8 @@ int main(int argc, char **argv)
         return rc;
     }
     fprintf(stderr,
-            "usage: %s hca|wire|nodev|data|fault|peerdeath|senderdeath|portdown|qpfatal|rma|"
-            "rmadead\n",
+            "usage: %s hca|wire|nodev|data|fault|peerdeath|senderdeath|lateack|portdown|qpfatal|"
+            "rma|rmadead\n",
             argv[0]);
     return 2;
 }
