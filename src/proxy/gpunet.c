@@ -65,7 +65,7 @@ struct zn_gpunet {
     enum zn_pci_dist dist; /* from the GPU to that device */
     int ptr_support;       /* what the device's memory registration takes (NCCL_PTR_*) */
     int gdr_tx, gdr_rx;    /* rows in device memory that the net reads / writes (GPUDirect RDMA) */
-    char gdr_why[192];     /* why not, or how */
+    char gdr_why[320];     /* why not, or how */
     atomic_ullong flushes;
     struct gn_peer *peers; /* the peers of send_to | recv_from, in rank order */
     int npeers;
@@ -516,6 +516,33 @@ static ncclResult_t gdr_row(struct zn_gpunet *g, void **mem, int *fd)
     return ncclSuccess;
 }
 
+/* Whether rows in device memory register here: a net may report NCCL_PTR_CUDA for a NIC that
+ * takes dmabufs where the GPU or its driver cannot export one, or without the peer-memory
+ * module. One row is registered on one connection and released again; if that fails, the rows
+ * stay in host memory and the log says why, rather than the communicator failing. */
+static void gdr_probe(struct zn_gpunet *g)
+{
+    if (!g->gdr_rx && !g->gdr_tx) return;
+    struct gn_peer *p = &g->peers[0];
+    struct gn_dir *d = p->to ? &p->snd[0] : &p->rcv[0];
+    void *mem = NULL;
+    int fd = -1;
+    ncclResult_t res = gdr_row(g, &mem, &fd);
+    if (res == ncclSuccess) res = reg_row(g, d, mem, 1, fd);
+    if (fd >= 0) close(fd);
+    if (res == ncclSuccess) g->net->ops->deregMr(d->comm, d->mh);
+    d->mh = NULL;
+    if (mem) (g->cfg.gdr_free ? g->cfg.gdr_free : zn_cuda_free)(mem);
+    if (res == ncclSuccess) return;
+    g->gdr_rx = g->gdr_tx = 0;
+    snprintf(g->gdr_why, sizeof(g->gdr_why),
+             "no GPUDirect RDMA (GPU memory could not be registered with net %s device %s: "
+             "%.80s)",
+             g->net->name, g->dev_name, zn_last_error());
+    zn_warn(ZN_NET | ZN_INIT, "GPU net proxy: rank %d: %s; slots stay in host memory", g->rank,
+            g->gdr_why);
+}
+
 /* The rows a peer needs (to it if this rank sends to it, from it if it receives): in its shadow
  * (pinned host memory, which holds the control words in any case) or, with GPUDirect RDMA, in
  * device memory; each registered on every channel's connection of its direction. */
@@ -620,6 +647,7 @@ ncclResult_t zn_gpunet_create(const struct zn_gpunet_config *cfg, struct zn_gpun
     ZN_CHECK_GOTO(check_addrs(g, all), res, fail);
     if (g->npeers) {
         ZN_CHECK_GOTO(connect_all(g, all), res, fail);
+        gdr_probe(g);
         for (int i = 0; i < g->npeers; i++)
             ZN_CHECK_GOTO(alloc_peer(g, &g->peers[i], &view[g->peers[i].rank]), res, fail);
         g->client = (struct zn_proxy_client){ .progress = gn_progress, .dump = gn_dump, .arg = g };

@@ -44,8 +44,9 @@
  *             the receiver's shadow (the slots that came + 1) and named in its message, and the
  *             receiver's engine keeps running
  *   gpunet_gdr (net) the engine with GPUDirect RDMA rows (plain memory standing in for device
- *             memory): where they go at each ZINC_NET_GDR_LEVEL / _READ, data, every landed slot
- *             flushed on a net that moves GPU memory; the net device by the rank's place
+ *             memory): where they go at each ZINC_NET_GDR_LEVEL / _READ and without device
+ *             memory, data, every landed slot flushed on a net that moves GPU memory; the net
+ *             device by the rank's place
  *   exit      a peer that exits mid-transfer is reported as ncclRemoteError within seconds
  *             (always last: the job is one rank short afterwards)
  *   perf      (not in "all") loopback throughput, rank 0 <-> rank 1

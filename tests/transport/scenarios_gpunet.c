@@ -41,6 +41,13 @@ static ncclResult_t plain_gdr_alloc(void **ptr, size_t size)
     return *ptr ? ncclSuccess : ncclSystemError;
 }
 
+/* Device memory that cannot be had (or registered). */
+static ncclResult_t failing_gdr_alloc(void **ptr, size_t size)
+{
+    (void)ptr;
+    return zn_error(ncclUnhandledCudaError, ZN_ALLOC, "test: no device memory for %zu bytes", size);
+}
+
 struct gn_rank {
     struct zn_gpunet *g;
     volatile uint32_t abort_word;
@@ -74,7 +81,7 @@ static size_t gn_bytes(uint64_t pos)
 
 /* GN_ALL: FIFOs to and from every other rank; else to next and from prev, with the ranks as
  * rows or (GN_SLOTS_RING, at least 3 ranks) slots. gdr: rows for GPUDirect RDMA from
- * plain_gdr_alloc, should ZINC_NET_GDR_LEVEL and the net allow it. */
+ * plain_gdr_alloc (1) or failing_gdr_alloc (2), should ZINC_NET_GDR_LEVEL and the net allow it. */
 static int gn_open_gdr(struct rank_env *e, struct gn_rank *r, int mode, int gdr)
 {
     int all = mode == GN_ALL;
@@ -109,7 +116,9 @@ static int gn_open_gdr(struct rank_env *e, struct gn_rank *r, int mode, int gdr)
                                     .cuda_dev = -1,
                                     .shadow_alloc = plain_alloc,
                                     .shadow_free = free,
-                                    .gdr_alloc = gdr ? plain_gdr_alloc : NULL,
+                                    .gdr_alloc = gdr == 2 ? failing_gdr_alloc
+                                                 : gdr    ? plain_gdr_alloc
+                                                          : NULL,
                                     .gdr_free = gdr ? free : NULL };
     ncclResult_t res = zn_gpunet_create(&cfg, &r->g, r->v);
     if (res != ncclSuccess) zn_proxy_release();
@@ -371,18 +380,21 @@ int sc_gpunet_abort(struct rank_env *e)
 }
 
 /* One engine of gpunet_gdr: FIFOs between every two ranks, `slots` slots per channel each way,
- * with ZINC_NET_GDR_LEVEL=level and ZINC_NET_GDR_READ=read. */
-static int gdr_round(struct rank_env *e, const char *level, const char *read, uint64_t slots)
+ * with ZINC_NET_GDR_LEVEL=level and ZINC_NET_GDR_READ=read; no_mem: the device memory for the
+ * rows cannot be had (the engine must fall back to host memory). */
+static int gdr_round(struct rank_env *e, const char *level, const char *read, int no_mem,
+                     uint64_t slots)
 {
     setenv("ZINC_NET_GDR_LEVEL", level, 1);
     setenv("ZINC_NET_GDR_READ", read, 1);
     zn_params_reload();
     struct gn_rank r;
-    if (gn_open_gdr(e, &r, GN_ALL, 1)) return -1;
+    if (gn_open_gdr(e, &r, GN_ALL, no_mem ? 2 : 1)) return -1;
     struct zn_gpunet_info in;
     zn_gpunet_get_info(r.g, &in);
     int rc = 0;
-    int can = (in.ptr_support & NCCL_PTR_CUDA) != 0, on = can && strcmp(level, "LOC") != 0;
+    int can = (in.ptr_support & NCCL_PTR_CUDA) != 0,
+        on = can && !no_mem && strcmp(level, "LOC") != 0;
     if (in.gdr_rx != on || in.gdr_tx != (on && strcmp(read, "1") == 0))
         rc = fail_at(__FILE__, __LINE__, "GPUDirect RDMA",
                      "net %s (ptrSupport %#x), level %s, read %s: rows in device memory: "
@@ -419,9 +431,10 @@ static int gdr_round(struct rank_env *e, const char *level, const char *read, ui
         rc = fail_at(__FILE__, __LINE__, "flushes", "%llu flushes of received slots, want %llu",
                      (unsigned long long)in.flushes, (unsigned long long)want);
     if (!rc)
-        SAY("level %s, read %s: net %s device %s, rows in device memory: received %d, sent %d; "
-            "%llu flushes",
-            level, read, in.net, in.dev_name, in.gdr_rx, in.gdr_tx, (unsigned long long)in.flushes);
+        SAY("level %s, read %s%s: net %s device %s, rows in device memory: received %d, sent "
+            "%d; %llu flushes",
+            level, read, no_mem ? ", no device memory" : "", in.net, in.dev_name, in.gdr_rx,
+            in.gdr_tx, (unsigned long long)in.flushes);
     gn_close(&r);
     return rc;
 }
@@ -430,13 +443,16 @@ static int gdr_round(struct rank_env *e, const char *level, const char *read, ui
  * memory of its rows (plain_gdr_alloc). Three engines in turn, 40 slots per channel between
  * every two ranks each: ZINC_NET_GDR_LEVEL=SYS (anything near enough: both rows off the shadow
  * where the net moves GPU memory, the IB net; none on the socket net, which cannot),
- * ZINC_NET_GDR_READ=0 (only received rows off it), ZINC_NET_GDR_LEVEL=LOC (never). Also the
- * net device: with equally near devices, the one for this rank's place on its host. */
+ * ZINC_NET_GDR_READ=0 (only received rows off it), ZINC_NET_GDR_LEVEL=LOC (never), and SYS
+ * where no device memory can be had for the rows (they stay in host memory: a warning, not a
+ * failed communicator). Also the net device: with equally near devices, the one for this
+ * rank's place on its host. */
 int sc_gpunet_gdr(struct rank_env *e)
 {
-    int rc = gdr_round(e, "SYS", "1", 40);
-    if (!rc) rc = gdr_round(e, "SYS", "0", 40);
-    if (!rc) rc = gdr_round(e, "LOC", "1", 40);
+    int rc = gdr_round(e, "SYS", "1", 0, 40);
+    if (!rc) rc = gdr_round(e, "SYS", "0", 0, 40);
+    if (!rc) rc = gdr_round(e, "LOC", "1", 0, 40);
+    if (!rc) rc = gdr_round(e, "SYS", "1", 1, 40);
     unsetenv("ZINC_NET_GDR_LEVEL");
     unsetenv("ZINC_NET_GDR_READ");
     zn_params_reload();
