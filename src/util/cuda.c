@@ -47,6 +47,7 @@ static struct {
     CUresult (*deviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
     CUresult (*memGetHandleForAddressRange)(void *, CUdeviceptr, size_t, CUmemRangeHandleType,
                                             unsigned long long); /* optional: dmabuf export */
+    CUresult (*pointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
     int ok;
 } drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
@@ -80,11 +81,12 @@ static void load_driver(void)
     ZN_ENTRY(deviceGet, "cuDeviceGet");
     ZN_ENTRY(deviceGetAttribute, "cuDeviceGetAttribute");
     ZN_ENTRY(memGetHandleForAddressRange, "cuMemGetHandleForAddressRange");
+    ZN_ENTRY(pointerGetAttribute, "cuPointerGetAttribute");
 #undef ZN_ENTRY
     drv.ok = drv.memCreate && drv.memRelease && drv.memAddressReserve && drv.memAddressFree &&
              drv.memMap && drv.memUnmap && drv.memSetAccess && drv.memExport && drv.memImport &&
              drv.memGranularity && drv.memRetain && drv.memGetAddressRange && drv.deviceGet &&
-             drv.deviceGetAttribute;
+             drv.deviceGetAttribute && drv.pointerGetAttribute;
 }
 
 static ncclResult_t drv_check(CUresult r, const char *what)
@@ -349,13 +351,50 @@ ncclResult_t zn_cumem_import_fd(int fd, size_t size, int dev, struct zn_cumem *o
     return ncclSuccess;
 }
 
+/* The driver's calls on an allocation act in the context of the device that owns it: a
+ * program that allocated on several GPUs may free or look up any of them whatever device is
+ * current (nccl-tests' one-process mode frees every GPU's buffers from the last one), as NCCL
+ * allows. These switch the calling thread to that device and back. */
+static int device_enter(int dev)
+{
+    int cur = zn_cuda_current_device();
+    if (dev >= 0 && cur >= 0 && dev != cur && cudaSetDevice(dev) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return cur;
+}
+
+static void device_leave(int dev, int cur)
+{
+    if (dev >= 0 && cur >= 0 && dev != cur) cudaSetDevice(cur);
+}
+
+/* The ordinal of the device whose memory ptr is, or -1 (not device memory). */
+static int pointer_device(const void *ptr)
+{
+    int d = -1;
+    if (drv.pointerGetAttribute(&d, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS)
+        return -1;
+    return d;
+}
+
+int zn_cuda_pointer_device(const void *ptr)
+{
+    pthread_once(&drv_once, load_driver);
+    return drv.pointerGetAttribute ? pointer_device(ptr) : -1;
+}
+
 void zn_cumem_free(struct zn_cumem *m)
 {
     if (!m->ptr) return;
+    int cur = device_enter(m->dev);
     CUdeviceptr va = (CUdeviceptr)(uintptr_t)m->ptr;
     drv.memUnmap(va, m->size);
     drv.memAddressFree(va, m->size);
     drv.memRelease((CUmemGenericAllocationHandle)m->handle);
+    device_leave(m->dev, cur);
     m->ptr = NULL;
 }
 
@@ -363,16 +402,20 @@ int zn_cumem_find(const void *ptr, struct zn_cumem *m)
 {
     pthread_once(&drv_once, load_driver);
     if (!drv.ok) return -1;
+    int dev = pointer_device(ptr);
+    if (dev < 0) return -1;
+    int cur = device_enter(dev);
     CUdeviceptr base = 0;
     size_t size = 0;
-    if (drv.memGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
-        cudaGetLastError();
-        return -1;
-    }
     CUmemGenericAllocationHandle h;
-    if (drv.memRetain(&h, (void *)(uintptr_t)base) != CUDA_SUCCESS) return -1;
-    drv.memRelease(h); /* the allocation keeps its own reference */
-    *m = (struct zn_cumem){ .ptr = (void *)(uintptr_t)base, .size = size, .handle = (uint64_t)h };
+    int found = drv.memGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS &&
+                drv.memRetain(&h, (void *)(uintptr_t)base) == CUDA_SUCCESS;
+    if (found) drv.memRelease(h); /* the allocation keeps its own reference */
+    device_leave(dev, cur);
+    if (!found) return -1;
+    *m = (struct zn_cumem){
+        .ptr = (void *)(uintptr_t)base, .size = size, .handle = (uint64_t)h, .dev = dev
+    };
     return 0;
 }
 
@@ -626,6 +669,10 @@ ncclResult_t zn_cuda_ipc_open(const void *handle64, void **ptr)
 }
 void zn_cuda_ipc_close(void *ptr) {}
 int zn_cuda_mem_range(const void *ptr, void **base, size_t *size)
+{
+    return -1;
+}
+int zn_cuda_pointer_device(const void *ptr)
 {
     return -1;
 }

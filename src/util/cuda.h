@@ -62,6 +62,9 @@ int zn_cumem_find(const void *ptr, struct zn_cumem *m);
 /* The device allocation (cudaMalloc or cuMem) that contains ptr: its start and size. Returns
  * -1 for memory that is not device memory of this process. */
 int zn_cuda_mem_range(const void *ptr, void **base, size_t *size);
+/* The ordinal of the GPU whose memory ptr is, whatever device is current; -1 for memory that is
+ * not device memory. */
+int zn_cuda_pointer_device(const void *ptr);
 /* A dmabuf fd for [ptr, ptr + size) of device memory (page-aligned), for a NIC to register
  * (cuMemGetHandleForAddressRange). Returns 0, or -1 where the driver or GPU cannot. */
 int zn_cuda_dmabuf_fd(void *ptr, size_t size, int *fd);
