@@ -182,8 +182,20 @@ struct mscclppDevConn {
         const char *src = (const char *)localBuff + srcDataOffset;
         char *dst = (char *)remoteBuff + dstDataOffset;
         if ((((uintptr_t)src | (uintptr_t)dst | dataSize) & 15) == 0) {
-            for (uint64_t i = threadId; i < dataSize / 16; i += numThreads)
-                ((int4 *)dst)[i] = ((const int4 *)src)[i];
+            /* Four loads in flight per thread before the stores: one at a time leaves a remote
+             * link mostly idle. */
+            const int4 *s4 = (const int4 *)src;
+            int4 *d4 = (int4 *)dst;
+            uint64_t n = dataSize / 16, i = threadId;
+            for (; i + 3 * numThreads < n; i += 4 * numThreads) {
+                int4 a = s4[i], b = s4[i + numThreads], c = s4[i + 2 * numThreads],
+                     d = s4[i + 3 * numThreads];
+                d4[i] = a;
+                d4[i + numThreads] = b;
+                d4[i + 2 * numThreads] = c;
+                d4[i + 3 * numThreads] = d;
+            }
+            for (; i < n; i += numThreads) d4[i] = s4[i];
         } else if ((((uintptr_t)src | (uintptr_t)dst) & 7) == 0) {
             for (uint64_t i = threadId; i < dataSize / 8; i += numThreads)
                 ((uint64_t *)dst)[i] = ((const uint64_t *)src)[i];

@@ -11,8 +11,9 @@ __constant__ mscclppDevConn_t perfConns[64];
 
 struct MscPerfGpu {
     mscclppComm_t comm;
-    int rank, nranks, nconns;
+    int rank, nranks, nconns, sms;
     uint8_t *buf;
+    unsigned *sync; // per connection: blocks arrived, iterations released (allgather, direct)
     cudaEvent_t start, stop;
 };
 
@@ -33,16 +34,25 @@ struct MscPerfGpu {
         }                                                                                  \
     } while (0)
 
-MscPerfGpu *mscPerfGpuSetup(mscclppComm_t comm, int rank, int nranks, size_t bytes, int net)
+int mscPerfGpuSelect(int rank)
 {
     int ndev = 0;
-    CUDA_OR(cudaGetDeviceCount(&ndev), nullptr);
+    CUDA_OR(cudaGetDeviceCount(&ndev), -1);
+    CUDA_OR(cudaSetDevice(rank % ndev), -1);
+    return rank % ndev;
+}
+
+MscPerfGpu *mscPerfGpuSetup(mscclppComm_t comm, int rank, int nranks, size_t bytes, int net)
+{
     if (nranks > 65) {
         fprintf(stderr, "msc-perf: at most 65 ranks\n");
         return nullptr;
     }
-    CUDA_OR(cudaSetDevice(rank % ndev), nullptr);
-    MscPerfGpu *g = new MscPerfGpu{ comm, rank, nranks, 0, nullptr, nullptr, nullptr };
+    int dev = 0;
+    CUDA_OR(cudaGetDevice(&dev), nullptr);
+    MscPerfGpu *g = new MscPerfGpu{ comm, rank, nranks, 0, 0, nullptr, nullptr, nullptr, nullptr };
+    CUDA_OR(cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, dev), nullptr);
+    CUDA_OR(cudaMalloc(&g->sync, 2 * 64 * sizeof(unsigned)), nullptr);
     CUDA_OR(cudaMalloc(&g->buf, bytes), nullptr);
     CUDA_OR(cudaMemset(g->buf, 0, bytes), nullptr);
     CUDA_OR(cudaEventCreate(&g->start), nullptr);
@@ -79,10 +89,20 @@ __global__ void pingpongKernel(int rank, size_t bytes, int iters, int proxy)
     if (proxy && threadIdx.x == 0) c.flush();
 }
 
-// Block k serves connection k: this rank's slice to that peer, then the peer's signal.
-__global__ void allgatherKernel(int rank, size_t slice, int iters, int proxy)
+// Through the proxy, block k serves connection k: one thread's trigger moves the whole slice
+// (the copy engine copies). Direct, blocks [k * bpc, (k + 1) * bpc) serve connection k: each
+// stores its share of the slice into the peer's buffer, and the last of them to finish signals
+// the peer and waits for the peer's signal while the others wait for it (sync: per connection
+// the blocks arrived and the iterations released). One thread block alone cannot keep an
+// NVLink busy; all blocks are resident at once (bpc * connections <= multiprocessors).
+__global__ void allgatherKernel(int rank, size_t slice, int iters, int proxy, int bpc,
+                                unsigned *sync)
 {
-    mscclppDevConn_t c = perfConns[blockIdx.x];
+    int k = blockIdx.x / bpc, j = blockIdx.x % bpc;
+    mscclppDevConn_t c = perfConns[k];
+    unsigned *arrived = sync + 2 * k, *released = sync + 2 * k + 1;
+    size_t per = ((slice + bpc - 1) / bpc + 15) / 16 * 16;
+    size_t lo = j * per < slice ? j * per : slice, hi = lo + per < slice ? lo + per : slice;
     for (int i = 0; i < iters; i++) {
         if (proxy) {
             if (threadIdx.x == 0) {
@@ -90,11 +110,18 @@ __global__ void allgatherKernel(int rank, size_t slice, int iters, int proxy)
                 c.wait();
             }
         } else {
-            c.putDirect(rank * slice, slice, threadIdx.x, blockDim.x);
+            c.putDirect(rank * slice + lo, hi - lo, threadIdx.x, blockDim.x);
+            __threadfence_system();
             __syncthreads();
             if (threadIdx.x == 0) {
-                c.signalDirect();
-                c.waitDirect();
+                if (atomicAdd(arrived, 1u) == (unsigned)(i + 1) * bpc - 1) {
+                    c.signalDirect();
+                    c.waitDirect();
+                    atomicExch(released, (unsigned)i + 1);
+                } else {
+                    while (*(volatile unsigned *)released < (unsigned)i + 1) {
+                    }
+                }
             }
         }
         __syncthreads();
@@ -106,10 +133,19 @@ double mscPerfGpuRun(MscPerfGpu *g, int pingpong, size_t bytes, int iters, int m
 {
     if (pingpong && g->rank > 1) return 0;
     CUDA_OR(cudaEventRecord(g->start), -1);
+    size_t slice = bytes / g->nranks;
+    // Direct: a block per 256 KB of the slice, as many as fit beside the other connections'.
+    int bpc = 1;
+    if (!mode) {
+        size_t want = (slice + (256 << 10) - 1) / (256 << 10);
+        int most = g->sms / g->nconns > 0 ? g->sms / g->nconns : 1;
+        bpc = want < (size_t)most ? (int)(want ? want : 1) : most;
+        CUDA_OR(cudaMemset(g->sync, 0, 2 * 64 * sizeof(unsigned)), -1);
+    }
     if (pingpong)
         pingpongKernel<<<1, 1024>>>(g->rank, bytes, iters, mode);
     else
-        allgatherKernel<<<g->nconns, 1024>>>(g->rank, bytes / g->nranks, iters, mode);
+        allgatherKernel<<<g->nconns * bpc, 1024>>>(g->rank, slice, iters, mode, bpc, g->sync);
     CUDA_OR(cudaGetLastError(), -1);
     CUDA_OR(cudaEventRecord(g->stop), -1);
     CUDA_OR(cudaEventSynchronize(g->stop), -1);
@@ -156,5 +192,6 @@ void mscPerfGpuFree(MscPerfGpu *g)
     cudaEventDestroy(g->start);
     cudaEventDestroy(g->stop);
     cudaFree(g->buf);
+    cudaFree(g->sync);
     delete g;
 }

@@ -150,6 +150,8 @@ int main(int argc, char **argv)
                 tr, nranks);
         return 2;
     }
+    // MSCCL++ binds a communicator to the GPU current at init: pick it first.
+    if (gpu && mscPerfGpuSelect(rank) < 0) return 2;
     Shm s;
     CHECK(mscclppCommInitRank(&s.comm, nranks, ip, rank));
     MscPerfGpu *g = nullptr;
@@ -232,6 +234,11 @@ int main(int argc, char **argv)
 
 #ifndef ZINC_MSC_PERF_CUDA
 // A build without CUDA: the GPU transports are not there.
+int mscPerfGpuSelect(int)
+{
+    fprintf(stderr, "msc-perf: -t direct|proxy|gpunet needs a build with CUDA\n");
+    return -1;
+}
 MscPerfGpu *mscPerfGpuSetup(mscclppComm_t, int, int, size_t, int)
 {
     fprintf(stderr, "msc-perf: -t direct|proxy|gpunet needs a build with CUDA\n");

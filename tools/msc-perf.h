@@ -10,7 +10,10 @@
 
 struct MscPerfGpu;
 // GPU side (msc-perf-gpu.cu; in a build without CUDA these report that CUDA is missing).
-// Set up: device of the rank, buffer of bytes, connections to every peer (P2P).
+// The rank's GPU (rank mod GPUs) made current, before mscclppCommInitRank binds the
+// communicator to it; returns the device or < 0.
+int mscPerfGpuSelect(int rank);
+// Set up on the current device: buffer of bytes, connections to every peer (P2P).
 MscPerfGpu *mscPerfGpuSetup(mscclppComm_t comm, int rank, int nranks, size_t bytes, int net);
 // Run iters ping-pongs of bytes (rank 0 <-> 1) or iters allgathers of bytes per rank inside
 // kernels; returns the GPU time in seconds, or < 0 on error. mode: 0 direct, 1 proxy.

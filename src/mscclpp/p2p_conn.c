@@ -120,6 +120,16 @@ ncclResult_t zn_msc_p2p_buf_desc(struct mscclppComm *c, void *buf, uint64_t size
     if (zn_cuda_mem_range(buf, &base, &alloc) != 0)
         return zn_error(ncclInvalidArgument, ZN_P2P,
                         "P2P connection buffer %p is not device memory of this process", buf);
+    /* MSCCL++ binds a communicator to the GPU current at mscclppCommInitRank: its FIFO, signal
+     * words and the proxy's copies live there. A buffer of another GPU would still work, but
+     * every copy and signal would cross contexts (on a GPU another rank uses, at the time
+     * slicing's pace): say so instead. */
+    int dev = zn_cuda_pointer_device(buf);
+    if (dev >= 0 && dev != c->cuda_dev)
+        return zn_error(ncclInvalidUsage, ZN_P2P,
+                        "P2P connection buffer %p is on GPU %d, but the communicator was created "
+                        "with GPU %d current: call cudaSetDevice before mscclppCommInitRank",
+                        buf, dev, c->cuda_dev);
     if (zn_cumem_find(buf, &m) == 0)
         return zn_error(ncclInvalidUsage, ZN_P2P,
                         "P2P connection buffer %p is a cuMem allocation (ncclMemAlloc); zinc's "
@@ -224,18 +234,18 @@ ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uin
                              uint64_t size)
 {
     struct msc_p2p *s = c->p2p;
-    return rt(cudaMemcpyAsync((char *)c->dev[i].remoteBuff + dst_off,
-                              (const char *)c->dev[i].localBuff + src_off, size,
-                              cudaMemcpyDeviceToDevice, s->stream),
+    void *dst = (char *)c->dev[i].remoteBuff + dst_off;
+    const void *src = (const char *)c->dev[i].localBuff + src_off;
+    return rt(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, s->stream),
               "cudaMemcpyAsync (proxy put)");
 }
 
 ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i)
 {
     struct msc_p2p *s = c->p2p;
-    return rt(cudaMemcpyAsync(&c->dev[i].remoteSignalEpochId->proxy,
-                              &c->dev[i].localSignalEpochId->device, sizeof(uint64_t),
-                              cudaMemcpyDeviceToDevice, s->stream),
+    void *dst = &c->dev[i].remoteSignalEpochId->proxy;
+    const void *src = &c->dev[i].localSignalEpochId->device;
+    return rt(cudaMemcpyAsync(dst, src, sizeof(uint64_t), cudaMemcpyDeviceToDevice, s->stream),
               "cudaMemcpyAsync (proxy signal)");
 }
 

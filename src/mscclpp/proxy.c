@@ -26,6 +26,8 @@ struct msc_proxy {
     int has_net;        /* some connection is IB: progress zinc's nets too */
     uint64_t tail;      /* triggers consumed */
     int64_t checked_ns; /* last look at the peers */
+    int gone;           /* connection whose peer exited, -1 if none (see check_peers) */
+    int64_t served_ns;  /* when the last trigger was served (TRACE timing) */
     ncclResult_t error;
 };
 
@@ -57,6 +59,7 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint64_t w1 = slot[1];
     mscclppTrigger t = { .value = { w0, w1 } };
+    int64_t t0 = zn_log_enabled(ZN_LOG_TRACE, ZN_PROXY) ? zn_now_ns() : 0;
     int i = (int)t.fields.connId;
     ncclResult_t res = ncclSuccess;
     int net = i < c->nsetup && c->host[i].transport == mscclppTransportIB;
@@ -86,6 +89,16 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
         if (res == ncclSuccess && (t.fields.type & mscclppFlag)) res = zn_msc_p2p_signal(c, i);
         if (res == ncclSuccess && (t.fields.type & mscclppSync)) res = zn_msc_p2p_sync(c);
     }
+    if (t0) {
+        int64_t t1 = zn_now_ns();
+        zn_log(ZN_LOG_TRACE, ZN_PROXY,
+               "proxy: trigger %llu (connection %d, type %d, %llu bytes) %.1f us after the "
+               "last, served in %.1f us",
+               (unsigned long long)p->tail, i, (int)t.fields.type,
+               (unsigned long long)t.fields.dataSize, (double)(t0 - p->served_ns) / 1e3,
+               (double)(t1 - t0) / 1e3);
+        p->served_ns = t1;
+    }
     slot[0] = 0;
     p->tail++;
     /* The GPU reads the tail over PCIe: publish it only every few triggers, and at once after
@@ -96,27 +109,25 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
     return res;
 }
 
-/* A peer of a P2P connection (or an IB one, where kernels wait) that exited will never
- * signal: say so, so that the kernels waiting for it give up (abort word) and
- * mscclppProxyStop reports it. */
-static ncclResult_t check_peers(struct mscclppComm *c)
+/* A peer of a P2P connection that exited will never signal: the kernels waiting for it give up
+ * (abort word). Whether that is a failure is mscclppProxyStop's to say: a peer that passed the
+ * stop's barrier and left had finished its work (MSCCL++'s proxy stop is local, so a peer may
+ * be gone before this rank's own stop returns), one that left before is not. So nothing is
+ * logged here. Returns the connection whose peer exited, or -1. */
+static int check_peers(struct mscclppComm *c)
 {
     for (int i = 0; i < c->nsetup; i++) {
-        int r = c->host[i].remote_rank;
         /* An IB peer on another host that closed its connection: kernels waiting on it give
          * up (and record which connection); no error of the proxy's own, since a peer that
          * finished and destroyed its communicator closes the same way. */
         if (c->fifo_host && c->abort_word && zn_msc_net_closed(&c->host[i]))
             __atomic_store_n(c->abort_word, 1, __ATOMIC_RELEASE);
         if (c->host[i].transport == mscclppTransportSHM || !c->fifo_host ||
-            !zn_peer_dead(c->watch, r))
+            !zn_peer_dead(c->watch, c->host[i].remote_rank))
             continue;
-        char who[160];
-        zn_peer_str(&c->tctx, r, who, sizeof(who));
-        return zn_error(ncclRemoteError, ZN_PROXY, "proxy: %s (connection tag %d) has exited", who,
-                        c->host[i].tag);
+        return i;
     }
-    return ncclSuccess;
+    return -1;
 }
 
 /* Make every device wait give up rather than spin until the deadline (P2P only: without one
@@ -133,8 +144,11 @@ static int client_progress(void *arg)
     struct msc_proxy *p = arg;
     struct mscclppComm *c = p->comm;
     if (p->stopped) return 0;
-    /* The copies run on the communicator's GPU, whatever the thread's device was. */
-    if (c->cuda_dev >= 0 && zn_cuda_set_device(c->cuda_dev) != ncclSuccess) {
+    /* The copies run on the communicator's GPU, whatever the thread's device was (another
+     * client may have set its own): set it only when it differs, as cudaSetDevice is no
+     * cheap call to make on every pass. */
+    if (c->cuda_dev >= 0 && zn_cuda_current_device() != c->cuda_dev &&
+        zn_cuda_set_device(c->cuda_dev) != ncclSuccess) {
         p->error = ncclUnhandledCudaError;
         p->stopped = 1;
         raise_abort(c);
@@ -156,7 +170,7 @@ static int client_progress(void *arg)
     int64_t now = zn_now_ns();
     if (!moved && now - p->checked_ns > 1000000) {
         p->checked_ns = now;
-        if ((p->error = check_peers(c)) != ncclSuccess) {
+        if ((p->gone = check_peers(c)) >= 0) {
             p->stopped = 1;
             raise_abort(c);
         }
@@ -183,6 +197,7 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
     ncclResult_t res = zn_calloc(&p, 1, "proxy");
     if (res != ncclSuccess) return zn_msc_res(res);
     p->comm = comm;
+    p->gone = -1;
     /* A FIFO exists once a P2P connection or an IB one over a GPU buffer does. */
     int has_fifo = comm->fifo_host != NULL;
     for (int i = 0; i < comm->nsetup; i++)
@@ -209,6 +224,13 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
 static ncclResult_t proxy_report(struct mscclppComm *c, struct msc_proxy *p)
 {
     if (p->error != ncclSuccess) return p->error;
+    if (p->gone >= 0) {
+        char who[160];
+        zn_peer_str(&c->tctx, c->host[p->gone].remote_rank, who, sizeof(who));
+        return zn_error(ncclRemoteError, ZN_PROXY,
+                        "proxy: %s (connection tag %d) exited before it reached mscclppProxyStop",
+                        who, c->host[p->gone].tag);
+    }
     ncclResult_t net = zn_msc_net_error(c);
     if (net != ncclSuccess) return net;
     uint32_t e = c->error_word ? __atomic_load_n(c->error_word, __ATOMIC_ACQUIRE) : 0;
@@ -256,6 +278,14 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyStop(mscclppComm_t comm)
      * stop only once every rank got here. */
     ncclResult_t res = zn_boot_barrier(comm->boot);
     detach(p);
+    /* Past the barrier every peer had finished its work: one that has left since is not a
+     * failure (its exit may have stopped this proxy between the barrier and the detach). The
+     * kernels had ended before this call, so the abort it raised ended no wait. */
+    if (res == ncclSuccess && p->gone >= 0) {
+        zn_info(ZN_PROXY, "proxy: rank %d left after the stop's barrier",
+                comm->host[p->gone].remote_rank);
+        p->gone = -1;
+    }
     ncclResult_t rep = proxy_report(comm, p);
     zn_msc_proxy_free(comm);
     return zn_msc_res(rep != ncclSuccess ? rep : res);
