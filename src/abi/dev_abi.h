@@ -264,13 +264,14 @@ struct zn_dev_p2p_op {
     void *buf;
     uint64_t bytes;
     int32_t peer;
-    int32_t is_send;
+    int16_t is_send;
+    int16_t nch; /* channels this operation is cut into (both ends compute it from bytes) */
 };
 
 struct zn_dev_p2p_args {
     struct zn_dev_comm comm;
     int32_t nops;
-    int32_t nch;
+    int32_t nch; /* thread blocks: the most channels of any operation */
     struct zn_dev_p2p_op ops[ZN_DEV_MAX_P2P];
 };
 

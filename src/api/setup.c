@@ -211,6 +211,7 @@ static ncclResult_t setup_cuda_words(struct ncclComm *c)
     x->dev.nbuf = ZN_DEV_NBUF;
     x->cuda_dev = c->cuda_dev;
     x->max_ch = 1;
+    x->p2p_ch = 1;
     x->force_algo = *zn_params()->algo ? zn_params()->algo : NULL;
     x->force_proto = *zn_params()->proto ? zn_params()->proto : NULL;
     return ncclSuccess;
@@ -219,31 +220,34 @@ static ncclResult_t setup_cuda_words(struct ncclComm *c)
 /* Every rank must lay out its arena and cut each call into channels alike, and pick the same
  * GPU topology: the values come from each rank's environment, so a mismatch is refused on every
  * rank here rather than hanging or corrupting data later. */
+#define ZN_GPU_NPARAMS 6
 static ncclResult_t agree_gpu_params(struct ncclComm *c, long long *want)
 {
     const struct zn_params *p = zn_params();
     const char *topo = p->p2p_topo;
+    static const char *names[ZN_GPU_NPARAMS] = { "ZINC_GPU_CHANNELS",
+                                                 "ZINC_GPU_SLOT_SIZE",
+                                                 "ZINC_GPU_CHUNK",
+                                                 "ZINC_GPU_LL_CHUNK",
+                                                 "ZINC_P2P_TOPO (0 auto, 1 ring)",
+                                                 "ZINC_GPU_P2P_CHANNELS" };
     want[0] = p->gpu_channels;
     want[1] = p->gpu_slot_size;
     want[2] = p->gpu_chunk;
     want[3] = p->gpu_ll_chunk;
     want[4] = !strcmp(topo, "auto") ? 0 : !strcmp(topo, "ring") ? 1 : -1;
-    long long *every = calloc((size_t)c->nranks, 5 * sizeof(long long));
+    want[5] = p->gpu_p2p_channels;
+    long long *every = calloc((size_t)c->nranks, ZN_GPU_NPARAMS * sizeof(long long));
     if (!every) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
-    memcpy(every + 5 * c->rank, want, 5 * sizeof(long long));
-    ncclResult_t res = zn_boot_allgather(c->boot, every, 5 * sizeof(long long));
+    memcpy(every + ZN_GPU_NPARAMS * c->rank, want, ZN_GPU_NPARAMS * sizeof(long long));
+    ncclResult_t res = zn_boot_allgather(c->boot, every, ZN_GPU_NPARAMS * sizeof(long long));
     for (int r = 0; r < c->nranks && res == ncclSuccess; r++)
-        if (memcmp(every + 5 * r, want, 5 * sizeof(long long)) != 0)
-            res =
-                zn_error(ncclInvalidUsage, ZN_INIT,
-                         "rank %d has ZINC_GPU_CHANNELS=%lld ZINC_GPU_SLOT_SIZE=%lld "
-                         "ZINC_GPU_CHUNK=%lld ZINC_GPU_LL_CHUNK=%lld ZINC_P2P_TOPO=%s but rank %d "
-                         "has %lld, %lld, %lld, %lld, %s: every rank needs the same values",
-                         c->rank, want[0], want[1], want[2], want[3], topo, r, every[5 * r],
-                         every[5 * r + 1], every[5 * r + 2], every[5 * r + 3],
-                         every[5 * r + 4] == 0   ? "auto"
-                         : every[5 * r + 4] == 1 ? "ring"
-                                                 : "?");
+        for (int i = 0; i < ZN_GPU_NPARAMS && res == ncclSuccess; i++)
+            if (every[ZN_GPU_NPARAMS * r + i] != want[i])
+                res = zn_error(ncclInvalidUsage, ZN_INIT,
+                               "rank %d has %s=%lld but rank %d has %lld: every rank needs the "
+                               "same value",
+                               c->rank, names[i], want[i], r, every[ZN_GPU_NPARAMS * r + i]);
     free(every);
     /* Range checks after the exchange, so that every rank leaves init together. */
     if (res == ncclSuccess && want[4] < 0)
@@ -260,6 +264,9 @@ static ncclResult_t agree_gpu_params(struct ncclComm *c, long long *want)
     if (res == ncclSuccess && (want[3] < 512 || want[3] > ZN_DEV_LL_BYTES / 2))
         res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_LL_CHUNK=%lld: must be 512-%d",
                        want[3], ZN_DEV_LL_BYTES / 2);
+    if (res == ncclSuccess && (want[5] < 1 || want[5] > ZN_DEV_MAX_CH))
+        res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_P2P_CHANNELS=%lld: must be 1-%d",
+                       want[5], ZN_DEV_MAX_CH);
     return res;
 }
 
@@ -430,7 +437,7 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
                 *why ? why : "another rank's GPUs cannot reach their peers");
         return setup_cuda_words(c);
     }
-    long long want[5];
+    long long want[ZN_GPU_NPARAMS];
     ZN_CHECK(agree_gpu_params(c, want));
     int ring_mode = !full || want[4] == 1;
     if (!ring_mode)
@@ -477,6 +484,7 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
      * others take the FIFO ring, and the kernels would never meet). */
     x->net = net;
     x->max_ch = nch;
+    x->p2p_ch = want[5] < nch ? (int)want[5] : nch;
     x->chunk = (size_t)want[2];
     x->ll_chunk = (size_t)want[3];
     x->dev.nch = nch;
