@@ -562,10 +562,11 @@ ZT_TEST(net_ring_is_fifo_only)
 }
 
 /* Across hosts with every peer's FIFO there (all_fifos): the ring collectives keep the FIFO
- * ring (the direct FIFO pattern where ZINC_ALGO forces it, allreduce aside), alltoall, gather
- * and scatter take the direct FIFO pattern at every size whatever is forced (no LL packets, no
- * zero-copy through a net shadow), and without all_fifos ring mode has no pattern for them
- * (exec stages them). */
+ * ring (the direct FIFO pattern where ZINC_ALGO forces it; for allreduce the one-shot FIFO
+ * pattern, which is also the default up to 32 KB: one net hop), alltoall, gather and scatter
+ * take the direct FIFO pattern at every size whatever is forced (no LL packets, no zero-copy
+ * through a net shadow), and without all_fifos ring mode has no pattern for them (exec stages
+ * them) and allreduce only the ring. */
 ZT_TEST(net_all_fifos_is_fifo_only)
 {
     static const char *const force[] = { NULL, "ring", "oneshot", "twoshot", "zerocopy" };
@@ -585,13 +586,21 @@ ZT_TEST(net_all_fifos_is_fifo_only)
                                      .expect = NULL };
                     char got[512];
                     choose_row(&r, 1, 1, got, sizeof(got));
+                    int ar = c == ZN_COLL_ALLREDUCE;
                     int direct_forced =
-                        c != ZN_COLL_ALLREDUCE && force[f] &&
+                        !ar && force[f] &&
                         (!strcmp(force[f], "oneshot") || !strcmp(force[f], "twoshot"));
-                    const char *want = ring && !direct_forced ? "ring/" : "direct/";
-                    for (char *w = strtok(got, " "); w; w = strtok(NULL, " "))
+                    int oneshot_forced = ar && force[f] && !strcmp(force[f], "oneshot");
+                    int ring_forced = force[f] && !strcmp(force[f], "ring");
+                    size_t i = 0;
+                    for (char *w = strtok(got, " "); w; w = strtok(NULL, " "), i++) {
+                        int oneshot = ar && (oneshot_forced || (!ring_forced && sizes[i] <= 32768));
+                        const char *want = oneshot                  ? "oneshot/"
+                                           : ring && !direct_forced ? "ring/"
+                                                                    : "direct/";
                         ZT_ASSERT(!strncmp(w, want, strlen(want)) && w[strlen(want)] >= '1' &&
                                   w[strlen(want)] <= '2' && !w[strlen(want) + 1]);
+                    }
                     choose_row(&r, 1, 0, got, sizeof(got));
                     for (char *w = strtok(got, " "); w; w = strtok(NULL, " "))
                         ZT_ASSERT(!strncmp(w, ring ? "ring/" : "none/", 5));
