@@ -203,7 +203,12 @@ static ncclResult_t run_group(struct zn_gop *ops, int n)
     ncclResult_t res = ncclSuccess;
     for (int i = 0; i < n && res == ncclSuccess; i++) {
         ncclResult_t st = (ncclResult_t)atomic_load(&ops[i].comm->async_err);
-        if (atomic_load(&ops[i].comm->revoked))
+        if (ops[i].comm->magic != ZN_COMM_MAGIC) /* a kept shell (util/handle.h) */
+            res = zn_error(ncclInvalidArgument, ZN_CALL,
+                           "communicator %p was destroyed while a call on it was queued in the "
+                           "group",
+                           (void *)ops[i].comm);
+        else if (atomic_load(&ops[i].comm->revoked))
             res = zn_error(ncclInvalidUsage, ZN_CALL,
                            "communicator %p was revoked (ncclCommRevoke): it only accepts "
                            "ncclCommDestroy, ncclCommSplit and ncclCommShrink",
