@@ -27,13 +27,13 @@ done
 pid0=$(cat "$dir/pid.0")
 pid1=$(cat "$dir/pid.1")
 # Rank 1 wrote "recv" just before its ncclRecv: dump until the log shows it inside.
-for _ in $(seq 100); do
+for _ in $(seq 300); do
     "$info" --dump "$pid1" >/dev/null || fail "zinc-info --dump $pid1 failed"
     sleep 0.1
     grep -q "pending: recv of 4 elements from rank 0" "$dir/log.$pid1" 2>/dev/null && break
 done
 "$info" --dump "$pid0" >/dev/null || fail "zinc-info --dump $pid0 failed"
-for _ in $(seq 100); do
+for _ in $(seq 300); do
     grep -q "state dump: end" "$dir/log.$pid0" 2>/dev/null && break
     sleep 0.1
 done
