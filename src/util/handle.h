@@ -6,7 +6,7 @@
  * given back to malloc: it is zeroed (magic included) and kept in a pool, so that a second
  * destroy, or a call on the destroyed handle, reads zeroes and gets ncclInvalidArgument
  * instead of corrupting the heap. The pool hands its oldest shell to a new object only once
- * ZN_HANDLE_KEEP shells wait, so a stale handle does not alias the very next communicator.
+ * more than ZN_HANDLE_KEEP shells wait, so a stale handle does not alias the next communicator.
  * Memory held: the peak number of live objects plus ZN_HANDLE_KEEP shells.
  *
  * Rejected: a registry of live pointers looked up on every call. Lock-free lookups need
