@@ -5,7 +5,8 @@
  * putWithSignal and a ping-pong, each checked exactly against a reference; and bad usage.
  * Written in C, to show what a C caller gets.
  *
- *   msc_shm_check allgather|allreduce|pingpong|errors|dead [shm | net HOSTS]   (under zinc-run)
+ *   msc_shm_check allgather|allreduce|pingpong|errors|dead|dumpwait [shm | net HOSTS]
+ *                                                                 (under zinc-run)
  *   msc_shm_check bounds|onesided|deadwrite|misuse net HOSTS
  *
  * net: the connections are mscclppTransportIB over the net zinc picks (ZINC_NET), libmscclpp's
@@ -441,6 +442,39 @@ static void misuse(mscclppComm_t comm)
     exit(failures ? 1 : 0);
 }
 
+/* For the state dump test (tests/proxy/dump_host.sh, DUMP_DIR set): each rank writes its pid
+ * to DIR/pid.RANK; rank 1 writes DIR/recv and waits for a signal from rank 0, which signals
+ * once DIR/go exists. */
+static void dumpwait(mscclppComm_t comm)
+{
+    const char *dir = getenv("DUMP_DIR");
+    if (!dir) exit(2);
+    uint8_t *buf;
+    MSCCLPPCHECK(zincConnMemAlloc(comm, 64, (void **)&buf));
+    MSCCLPPCHECK(mscclppConnect(comm, rank ^ 1, 0, buf, 64, transport, NULL));
+    setup(comm);
+    mscclppDevConn_t *c;
+    MSCCLPPCHECK(mscclppGetDeviceConnection(comm, rank ^ 1, 0, &c));
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/pid.%d", dir, rank);
+    FILE *f = fopen(path, "w");
+    if (!f) exit(2);
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+    if (rank == 1) {
+        snprintf(path, sizeof(path), "%s/recv", dir);
+        f = fopen(path, "w");
+        if (!f) exit(2);
+        fclose(f);
+        MSCCLPPCHECK(zincConnWait(c));
+    } else {
+        snprintf(path, sizeof(path), "%s/go", dir);
+        for (int i = 0; i < 12000 && access(path, F_OK) != 0; i++) usleep(10000);
+        MSCCLPPCHECK(zincConnSignal(c));
+    }
+    MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
+}
+
 /* Rank 1 exits right after a signal from rank 0 (so both are past setup); rank 0's wait
  * reports it instead of waiting on. */
 static void dead(mscclppComm_t comm)
@@ -564,9 +598,10 @@ int main(int argc, char **argv)
     int net = argc == 4 && !strcmp(argv[2], "net");
     if (!zn_launch_info_get(&li) ||
         (argc != 2 && !(argc == 3 && !strcmp(argv[2], "shm")) && !net)) {
-        fprintf(stderr, "usage: zinc-run -n N msc_shm_check "
-                        "allgather|allreduce|pingpong|errors|bounds|dead [shm | net HOSTS], "
-                        "onesided|deadwrite|misuse net HOSTS\n");
+        fprintf(stderr,
+                "usage: zinc-run -n N msc_shm_check "
+                "allgather|allreduce|pingpong|errors|bounds|dead|dumpwait [shm | net HOSTS], "
+                "onesided|deadwrite|misuse net HOSTS\n");
         return 2;
     }
     rank = li.rank;
@@ -599,6 +634,8 @@ int main(int argc, char **argv)
         errors(comm);
     else if (!strcmp(what, "bounds") && net)
         bounds(comm);
+    else if (!strcmp(what, "dumpwait") && nranks == 2)
+        dumpwait(comm);
     else if (!strcmp(what, "misuse") && net && nranks == 2)
         misuse(comm);
     else if (!strcmp(what, "dead") && nranks == 2)
