@@ -140,9 +140,40 @@ static void print_nets(void)
     }
 }
 
-/* Send process pid the proxy dump signal: the number ZINC_PROXY_DUMP_SIGNAL (or
+/* Whether process pid catches signal sig (SigCgt of /proc/PID/status, a hex mask with bit
+ * sig-1): 1 yes, 0 no, -1 unknown (no such process, or no /proc). */
+static int catches_signal(long pid, int sig)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int found = -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "SigCgt:", 7) != 0) continue;
+        const char *p = line + 7;
+        while (*p == ' ' || *p == '\t') p++;
+        size_t len = strcspn(p, " \t\n");
+        /* The mask's last hex digit holds signals 1-4, the one before it 5-8, and so on. */
+        size_t digit = (size_t)(sig - 1) / 4;
+        if (digit >= len) {
+            found = 0;
+            break;
+        }
+        char c = p[len - 1 - digit];
+        int v = c >= '0' && c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+        found = (v >> ((sig - 1) % 4)) & 1;
+        break;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Send process pid the state dump signal: the number ZINC_PROXY_DUMP_SIGNAL (or
  * NCCL_PROXY_DUMP_SIGNAL, or the config file) gives here, which must be what the process was
- * started with. The process prints the dump to its own log (stderr or ZINC_DEBUG_FILE). */
+ * started with. The process prints the dump to its own log (stderr or ZINC_DEBUG_FILE). A
+ * process that does not catch the signal (no zinc communicator or proxy, or started without
+ * the parameter) is not signalled: the default action of the signal would kill it. */
 static int dump_proxy(const char *pid_s)
 {
     char *end = NULL;
@@ -157,11 +188,25 @@ static int dump_proxy(const char *pid_s)
                         "here and in the process, e.g. 12 for SIGUSR2)\n");
         return 2;
     }
+    int c = catches_signal(pid, sig);
+    if (c < 0) {
+        fprintf(stderr, "zinc-info: no process %ld (cannot read /proc/%ld/status)\n", pid, pid);
+        return 1;
+    }
+    if (c == 0) {
+        fprintf(stderr,
+                "zinc-info: process %ld has no handler for signal %d (SigCgt in /proc/%ld/status): "
+                "it holds no zinc communicator, or was not started with "
+                "ZINC_PROXY_DUMP_SIGNAL=%d; not signalling it, since the signal would kill it\n",
+                pid, sig, pid, sig);
+        return 1;
+    }
     if (kill((pid_t)pid, sig) != 0) {
         fprintf(stderr, "zinc-info: cannot signal process %ld: %s\n", pid, strerror(errno));
         return 1;
     }
-    printf("sent signal %d to process %ld: its proxy state goes to its log\n", sig, pid);
+    printf("sent signal %d to process %ld: its state (communicators, proxy) goes to its log\n", sig,
+           pid);
     return 0;
 }
 

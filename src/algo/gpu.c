@@ -43,7 +43,7 @@ static int ll_fits(const struct zn_gpu_call *c)
  * since it depends only on the call. */
 static int channels_for(const struct zn_gpu_call *c, size_t bytes, size_t per)
 {
-    size_t n = (bytes + per - 1) / per;
+    size_t n = bytes / per + (bytes % per != 0); /* bytes + per - 1 could wrap */
     if (n < 1) n = 1;
     if (n > (size_t)c->max_ch) n = (size_t)c->max_ch;
     return (int)n;

@@ -9,9 +9,19 @@
 #include <stdint.h>
 #include <string.h>
 
-static ncclResult_t bad_arg(const char *fn, const char *fmt_arg, long long v)
+/* Values are printed as the user passed them: a datatype as the int it is, a count as the
+ * size_t it is (SIZE_MAX, not -1). */
+static ncclResult_t bad_int(const char *fn, const char *arg, int v)
 {
-    ncclResult_t r = zn_error(ncclInvalidArgument, ZN_CALL, "%s: invalid %s %lld", fn, fmt_arg, v);
+    ncclResult_t r = zn_error(ncclInvalidArgument, ZN_CALL, "%s: invalid %s %d", fn, arg, v);
+    zn_group_set_error(r);
+    return r;
+}
+
+static ncclResult_t bad_count(const char *fn, const char *why, size_t v)
+{
+    ncclResult_t r =
+        zn_error(ncclInvalidArgument, ZN_CALL, "%s: invalid count %zu (%s)", fn, v, why);
     zn_group_set_error(r);
     return r;
 }
@@ -82,7 +92,7 @@ static ncclResult_t check_comm(struct ncclComm *c, const char *fn, cudaStream_t 
 
 static ncclResult_t check_type(const char *fn, ncclDataType_t dt)
 {
-    if ((int)dt < 0 || (int)dt >= ncclNumTypes) return bad_arg(fn, "datatype", (long long)dt);
+    if ((int)dt < 0 || (int)dt >= ncclNumTypes) return bad_int(fn, "datatype", (int)dt);
     return ncclSuccess;
 }
 
@@ -135,7 +145,7 @@ static ncclResult_t submit_coll(enum zn_coll coll, const void *sendbuf, void *re
                              c->nranks));
     size_t es = zn_dtype_size(dt);
     if (count > SIZE_MAX / es / (size_t)c->nranks)
-        return bad_arg(d->fn, "count (overflows the address space)", (long long)count);
+        return bad_count(d->fn, "the buffers would overflow the address space", count);
     ZN_CHECK(check_buf(d->fn, "sendbuff", needs(d->send_need, c->rank, root) ? sendbuf : (void *)1,
                        count));
     ZN_CHECK(check_buf(d->fn, "recvbuff", needs(d->recv_need, c->rank, root) ? recvbuf : (void *)1,
@@ -227,7 +237,8 @@ static ncclResult_t submit_p2p(enum zn_gop_kind kind, const char *fn, void *buf,
                              "%s: invalid peer %d (communicator has %d ranks)", fn, peer,
                              c->nranks));
     size_t es = zn_dtype_size(dt);
-    if (count > SIZE_MAX / es) return bad_arg(fn, "count", (long long)count);
+    if (count > SIZE_MAX / es)
+        return bad_count(fn, "the buffer would overflow the address space", count);
     ZN_CHECK(check_buf(fn, kind == ZN_GOP_SEND ? "sendbuff" : "recvbuff", buf, count));
     struct zn_gop g = { .kind = kind, .comm = c, .stream = (void *)stream };
     g.a = (struct zn_coll_args){

@@ -14,6 +14,7 @@
 #include "transport/peer.h"
 #include "transport/shm_arena.h"
 #include "util/err.h"
+#include "util/handle.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -81,7 +82,21 @@ struct ncclComm {
     atomic_int revoked;
     atomic_int boot_abort;
     struct zn_window *windows; /* registered by ncclCommWindowRegister */
+
+    /* For the state dump (api/dump.c), written by the calling thread around each group of
+     * operations, read by the dump thread: the operations issued so far, and the first of the
+     * group running now (call_start_ns 0: none). */
+    atomic_ullong ncalls;
+    atomic_llong call_start_ns;
+    atomic_int call_kind, call_coll, call_nops, call_peer; /* zn_gop_kind, zn_coll, root/peer */
+    atomic_size_t call_count;
 };
+
+/* Every communicator's memory (util/handle.h): a destroyed one stays readable, zeroed, so
+ * that zn_comm_check refuses it; the live ones are what the state dump prints. */
+extern struct zn_handle_pool zn_comm_pool;
+/* The state dump's provider for communicators (api/dump.c). */
+void zn_comm_dump_all(void *arg);
 
 /* How a new communicator joins: through a root (unique id) or from a parent's allgather. */
 struct zn_join {

@@ -1,4 +1,5 @@
 #include "group.h"
+#include "util/clock.h"
 #include "util/param.h"
 
 #include <stdlib.h>
@@ -32,12 +33,30 @@ static void group_clear(void)
 
 /* --- running collectives and point-to-point operations ------------------------------------ */
 
+/* Mark each communicator of the group busy (delta 1) or idle again (-1), and note for the
+ * state dump what it runs: its first operation of the group and how many it has. */
 static void comms_enter(struct zn_gop *ops, int n, int delta)
 {
+    int64_t now = delta > 0 ? zn_now_ns() : 0;
     for (int i = 0; i < n; i++) {
+        struct ncclComm *c = ops[i].comm;
         int first = 1;
-        for (int j = 0; j < i && first; j++) first = ops[j].comm != ops[i].comm;
-        if (first) atomic_fetch_add(&ops[i].comm->busy, delta);
+        for (int j = 0; j < i && first; j++) first = ops[j].comm != c;
+        if (!first) continue;
+        atomic_fetch_add(&c->busy, delta);
+        if (delta < 0) {
+            atomic_store_explicit(&c->call_start_ns, 0, memory_order_relaxed);
+            continue;
+        }
+        int nops = 0;
+        for (int j = i; j < n; j++) nops += ops[j].comm == c;
+        atomic_store_explicit(&c->call_kind, (int)ops[i].kind, memory_order_relaxed);
+        atomic_store_explicit(&c->call_coll, (int)ops[i].a.coll, memory_order_relaxed);
+        atomic_store_explicit(&c->call_peer, ops[i].a.root, memory_order_relaxed);
+        atomic_store_explicit(&c->call_count, ops[i].a.count, memory_order_relaxed);
+        atomic_store_explicit(&c->call_nops, nops, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->ncalls, (unsigned long long)nops, memory_order_relaxed);
+        atomic_store_explicit(&c->call_start_ns, now, memory_order_release);
     }
 }
 
@@ -184,7 +203,12 @@ static ncclResult_t run_group(struct zn_gop *ops, int n)
     ncclResult_t res = ncclSuccess;
     for (int i = 0; i < n && res == ncclSuccess; i++) {
         ncclResult_t st = (ncclResult_t)atomic_load(&ops[i].comm->async_err);
-        if (atomic_load(&ops[i].comm->revoked))
+        if (ops[i].comm->magic != ZN_COMM_MAGIC) /* a kept shell (util/handle.h) */
+            res = zn_error(ncclInvalidArgument, ZN_CALL,
+                           "communicator %p was destroyed while a call on it was queued in the "
+                           "group",
+                           (void *)ops[i].comm);
+        else if (atomic_load(&ops[i].comm->revoked))
             res = zn_error(ncclInvalidUsage, ZN_CALL,
                            "communicator %p was revoked (ncclCommRevoke): it only accepts "
                            "ncclCommDestroy, ncclCommSplit and ncclCommShrink",
@@ -236,6 +260,7 @@ ZN_API(ncclResult_t, ncclGroupStart, void)
 
 ZN_API(ncclResult_t, ncclGroupEnd, void)
 {
+    zn_params(); /* configures logging: this may be the process's first call */
     if (grp.depth == 0)
         return zn_error(ncclInvalidUsage, ZN_CALL,
                         "ncclGroupEnd called without a matching ncclGroupStart");

@@ -8,6 +8,7 @@
 #include "proxy/gpunet.h"
 #include "proxy/service.h"
 #include "util/cuda.h"
+#include "util/dump.h"
 #include "util/param.h"
 #include "util/thread.h"
 
@@ -40,10 +41,13 @@ ncclResult_t zn_config_apply(const ncclConfig_t *user, ncclConfig_t *out)
     return ncclSuccess;
 }
 
+struct zn_handle_pool zn_comm_pool = ZN_HANDLE_POOL_INIT("communicator");
+
 ncclResult_t zn_comm_alloc(int nranks, int rank, const ncclConfig_t *config, struct ncclComm **out)
 {
-    struct ncclComm *c = calloc(1, sizeof(*c));
-    if (!c) return zn_error(ncclSystemError, ZN_INIT, "out of memory for a communicator");
+    struct ncclComm *c;
+    ZN_CHECK(zn_handle_alloc(&zn_comm_pool, sizeof(*c), (void **)&c));
+    zn_dump_add(zn_comm_dump_all, NULL);
     c->magic = ZN_COMM_MAGIC;
     c->rank = rank;
     c->nranks = nranks;
@@ -685,6 +689,8 @@ int zn_comm_init_pending(struct ncclComm *comm)
 void zn_comm_free(struct ncclComm *c)
 {
     if (!c) return;
+    /* Out of the dump's sight before anything it prints goes. */
+    zn_handle_unlist(&zn_comm_pool, c);
     if (c->kind == ZN_COMM_CUDA && c->cuda_dev >= 0) {
         /* Kernels of this communicator may still run (or spin until the abort flag stops
          * them): nothing they touch may go before they end. */
@@ -708,8 +714,8 @@ void zn_comm_free(struct ncclComm *c)
     pthread_mutex_destroy(&c->err_lock);
     pthread_mutex_destroy(&c->init_lock);
     pthread_cond_destroy(&c->init_cond);
-    c->magic = 0;
-    free(c);
+    zn_handle_free(&zn_comm_pool, c); /* zeroes the magic: later calls on c are refused */
+    zn_dump_remove(zn_comm_dump_all, NULL);
 }
 
 ncclResult_t zn_comm_pick_kind(enum zn_comm_kind *kind, int *dev)

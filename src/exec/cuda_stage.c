@@ -2,6 +2,7 @@
 #include "proxy/proxy.h"
 #include "util/cuda.h"
 #include "util/err.h"
+#include "util/size.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -212,9 +213,13 @@ static void io_bytes(const struct zn_cuda_op *o, int rank, int n, size_t *in, si
     }
 }
 
-static size_t align_up(size_t x)
+/* Bytes of one staged buffer of an operation: the larger of its own and its gathered size,
+ * 256-byte aligned; -1 if that does not fit a size_t (a count near SIZE_MAX on one rank). */
+static int stage_bytes(const struct zn_cuda_op *o, int nranks, size_t *out)
 {
-    return (x + 255) & ~(size_t)255;
+    size_t b = o->a.count * o->a.esize, nb;
+    if (__builtin_mul_overflow(b, (size_t)nranks, &nb)) return -1;
+    return zn_round_up(nb > b ? nb : b, 256, out);
 }
 
 static ncclResult_t host_alloc_capturable(void **p, size_t bytes)
@@ -238,9 +243,14 @@ static ncclResult_t stage_ops(struct zn_stage *st, const struct zn_dev_comm *dev
     int nops = d->nops;
     for (int i = 0; i < d->nops; i++) {
         io_bytes(&orig[i], st->rank, st->nranks, &ins[i], &outs[i]);
-        size_t b = orig[i].a.count * orig[i].a.esize, nb = b * (size_t)st->nranks;
         /* The host operation gets full-size buffers even where this rank moves nothing. */
-        total += align_up(nb > b ? nb : b) * 2;
+        size_t sz;
+        if (stage_bytes(&orig[i], st->nranks, &sz) != 0 || sz > (SIZE_MAX - total) / 2)
+            return zn_error(ncclInvalidArgument, ZN_PROXY,
+                            "staging: operation %d of %zu elements of %zu bytes on %d ranks "
+                            "does not fit the address space",
+                            i, orig[i].a.count, orig[i].a.esize, st->nranks);
+        total += sz * 2;
     }
     uint8_t *mem;
     if (zn_cuda_stream_capturing(stream)) {
@@ -265,8 +275,8 @@ static ncclResult_t stage_ops(struct zn_stage *st, const struct zn_dev_comm *dev
     size_t off = 0;
     for (int i = 0; i < d->nops; i++) {
         const struct zn_cuda_op *o = &orig[i];
-        size_t b = o->a.count * o->a.esize, nb = b * (size_t)st->nranks,
-               sz = align_up(nb > b ? nb : b);
+        size_t sz = 0;
+        (void)stage_bytes(o, st->nranks, &sz); /* fits: checked above */
         uint8_t *hin = mem + off, *hout = mem + off + sz;
         off += 2 * sz;
         d->ops[i].a.sendbuf = hin;

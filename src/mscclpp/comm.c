@@ -6,7 +6,9 @@
 #include "msc.h"
 #include "util/clock.h"
 #include "util/cuda.h"
+#include "util/dump.h"
 #include "util/err.h"
+#include "util/handle.h"
 #include "util/log.h"
 #include "util/param.h"
 
@@ -53,8 +55,62 @@ static ncclResult_t exchange_peers(struct mscclppComm *c)
     return ncclSuccess;
 }
 
+/* Communicators' memory (util/handle.h): a destroyed one stays readable, zeroed, so that a
+ * second destroy or a call on it is refused instead of reading freed memory. */
+static struct zn_handle_pool comm_pool = ZN_HANDLE_POOL_INIT("mscclpp communicator");
+
+ncclResult_t zn_msc_comm_check(const struct mscclppComm *c, const char *fn)
+{
+    if (!c) return zn_error(ncclInvalidArgument, ZN_INIT, "%s: comm is NULL", fn);
+    if (c->magic != ZN_MSC_COMM_MAGIC)
+        return zn_error(ncclInvalidArgument, ZN_INIT,
+                        "%s: comm %p is not an mscclpp communicator (destroyed, or never "
+                        "initialised?)",
+                        fn, (const void *)c);
+    return ncclSuccess;
+}
+
+/* The state dump (util/dump.h): one block per live communicator. */
+static void dump_comm(void *obj, void *arg)
+{
+    (void)arg;
+    const struct mscclppComm *c = obj;
+    int nshm = 0, nib = 0, np2p = 0, own = 0;
+    for (int i = 0; i < c->nconns; i++) {
+        nshm += c->host[i].transport == mscclppTransportSHM;
+        nib += c->host[i].transport == mscclppTransportIB;
+        np2p += c->host[i].transport == mscclppTransportP2P;
+    }
+    for (const struct zn_msc_seg *s = c->own_bufs; s; s = s->next) own++;
+    zn_warn(ZN_INIT,
+            "state dump: mscclpp comm %p rank %d of %d, %s: %d connections declared (%d SHM, "
+            "%d IB, %d P2P), %d set up in %d rounds; %d zincConnMemAlloc buffers, %d "
+            "registered buffers; proxy %s%s",
+            (const void *)c, c->rank, c->nranks, c->cuda_dev >= 0 ? "GPU" : "no GPU", c->nconns,
+            nshm, nib, np2p, c->nsetup, c->nrounds, own, c->nregs,
+            c->proxy ? "launched" : "not running", atomic_load(&c->abort_flag) ? ", aborting" : "");
+    for (int i = 0; i < c->nconns; i++) {
+        const struct zn_msc_conn *h = &c->host[i];
+        zn_warn(ZN_INIT,
+                "state dump:  connection %d to rank %d tag %d: %s, %llu bytes here, %llu at the "
+                "peer, %s",
+                i, h->remote_rank, h->tag,
+                h->transport == mscclppTransportSHM  ? "SHM"
+                : h->transport == mscclppTransportIB ? "IB"
+                                                     : "P2P",
+                (unsigned long long)h->local_size, (unsigned long long)h->remote_size,
+                h->ready ? "set up" : "awaiting setup");
+    }
+}
+
+static void dump_all(void *arg)
+{
+    zn_handle_each(&comm_pool, dump_comm, arg);
+}
+
 static void comm_free(struct mscclppComm *c)
 {
+    zn_handle_unlist(&comm_pool, c); /* out of the dump's sight first */
     zn_msc_proxy_free(c);
     for (int i = 0; c->host && i < c->nconns; i++) zn_msc_net_free(&c->host[i]);
     pthread_mutex_destroy(&c->net_lock);
@@ -66,7 +122,8 @@ static void comm_free(struct mscclppComm *c)
     free(c->peers);
     free(c->dev);
     free(c->host);
-    free(c);
+    zn_handle_free(&comm_pool, c); /* zeroes the magic: later calls on c are refused */
+    zn_dump_remove(dump_all, NULL);
 }
 
 static ncclResult_t comm_init(struct mscclppComm **out, int nranks, const ncclUniqueId *id,
@@ -78,7 +135,9 @@ static ncclResult_t comm_init(struct mscclppComm **out, int nranks, const ncclUn
         return zn_error(ncclInvalidArgument, ZN_INIT,
                         "mscclppCommInitRank: rank %d outside [0, %d)", rank, nranks);
     struct mscclppComm *c;
-    ZN_CHECK(zn_calloc(&c, 1, "mscclpp communicator"));
+    ZN_CHECK(zn_handle_alloc(&comm_pool, sizeof(*c), (void **)&c));
+    zn_dump_add(dump_all, NULL);
+    c->magic = ZN_MSC_COMM_MAGIC;
     pthread_mutex_init(&c->net_lock, NULL);
     ncclResult_t res;
     c->rank = rank;
@@ -129,25 +188,27 @@ ZN_MSC_EXPORT mscclppResult_t mscclppCommInitRankFromId(mscclppComm_t *comm, int
 
 ZN_MSC_EXPORT mscclppResult_t mscclppBootstrapAllGather(mscclppComm_t comm, void *data, int size)
 {
-    if (!comm || !data || size < 0)
-        return zn_msc_res(
-            zn_error(ncclInvalidArgument, ZN_BOOT,
-                     "mscclppBootstrapAllGather: bad argument (comm %p, data %p, size %d)",
-                     (void *)comm, data, size));
+    ncclResult_t r = zn_msc_comm_check(comm, "mscclppBootstrapAllGather");
+    if (r != ncclSuccess) return zn_msc_res(r);
+    if (!data || size < 0)
+        return zn_msc_res(zn_error(ncclInvalidArgument, ZN_BOOT,
+                                   "mscclppBootstrapAllGather: bad argument (data %p, size %d)",
+                                   data, size));
     return zn_msc_res(zn_boot_allgather(comm->boot, data, (size_t)size));
 }
 
 ZN_MSC_EXPORT mscclppResult_t mscclppBootstrapBarrier(mscclppComm_t comm)
 {
-    if (!comm)
-        return zn_msc_res(
-            zn_error(ncclInvalidArgument, ZN_BOOT, "mscclppBootstrapBarrier: comm is NULL"));
+    ncclResult_t r = zn_msc_comm_check(comm, "mscclppBootstrapBarrier");
+    if (r != ncclSuccess) return zn_msc_res(r);
     return zn_msc_res(zn_boot_barrier(comm->boot));
 }
 
 ZN_MSC_EXPORT mscclppResult_t mscclppCommDestroy(mscclppComm_t comm)
 {
     if (!comm) return mscclppSuccess;
+    ncclResult_t r = zn_msc_comm_check(comm, "mscclppCommDestroy");
+    if (r != ncclSuccess) return zn_msc_res(r);
     comm_free(comm);
     return mscclppSuccess;
 }
@@ -169,18 +230,20 @@ ZN_MSC_EXPORT const char *mscclppGetErrorString(mscclppResult_t result)
 
 ZN_MSC_EXPORT mscclppResult_t mscclppCommRank(mscclppComm_t comm, int *rank)
 {
-    if (!comm || !rank)
-        return zn_msc_res(zn_error(ncclInvalidArgument, ZN_INIT, "mscclppCommRank: %s is NULL",
-                                   !comm ? "comm" : "rank"));
+    ncclResult_t r = zn_msc_comm_check(comm, "mscclppCommRank");
+    if (r != ncclSuccess) return zn_msc_res(r);
+    if (!rank)
+        return zn_msc_res(zn_error(ncclInvalidArgument, ZN_INIT, "mscclppCommRank: rank is NULL"));
     *rank = comm->rank;
     return mscclppSuccess;
 }
 
 ZN_MSC_EXPORT mscclppResult_t mscclppCommSize(mscclppComm_t comm, int *size)
 {
-    if (!comm || !size)
-        return zn_msc_res(zn_error(ncclInvalidArgument, ZN_INIT, "mscclppCommSize: %s is NULL",
-                                   !comm ? "comm" : "size"));
+    ncclResult_t r = zn_msc_comm_check(comm, "mscclppCommSize");
+    if (r != ncclSuccess) return zn_msc_res(r);
+    if (!size)
+        return zn_msc_res(zn_error(ncclInvalidArgument, ZN_INIT, "mscclppCommSize: size is NULL"));
     *size = comm->nranks;
     return mscclppSuccess;
 }

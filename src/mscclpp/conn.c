@@ -14,7 +14,9 @@
  *   4. map the peer's side of each connection from its descriptor.
  */
 #include "msc.h"
+#include "util/cuda.h"
 #include "util/err.h"
+#include "util/size.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +53,7 @@ static const char *transport_name(mscclppTransport_t t)
 static ncclResult_t check_connect(struct mscclppComm *c, int remoteRank, int tag,
                                   mscclppTransport_t t)
 {
-    if (!c) return zn_error(ncclInvalidArgument, ZN_INIT, "mscclppConnect: comm is NULL");
+    ZN_CHECK(zn_msc_comm_check(c, "mscclppConnect"));
     if (remoteRank < 0 || remoteRank >= c->nranks || remoteRank == c->rank)
         return zn_error(ncclInvalidArgument, ZN_INIT,
                         "mscclppConnect: remoteRank %d is not another rank of [0, %d) (this is %d)",
@@ -77,6 +79,31 @@ static ncclResult_t check_connect(struct mscclppComm *c, int remoteRank, int tag
     return ncclSuccess;
 }
 
+/* A P2P or IB buffer must lie in one allocation: device memory within its cudaMalloc
+ * extent, host memory mapped throughout. The size is what the peer's puts are checked
+ * against and what a net registers, so a size larger than the buffer would let puts land
+ * past its end (SHM buffers are checked against their zincConnMemAlloc segment instead). */
+static ncclResult_t check_extent(const struct zn_msc_conn *h, void *buf, uint64_t size)
+{
+    void *base;
+    size_t alloc;
+    if (zn_cuda_mem_range(buf, &base, &alloc) == 0) {
+        uint64_t off = (uint64_t)((char *)buf - (char *)base);
+        if (size > alloc - off)
+            return zn_error(ncclInvalidArgument, ZN_INIT,
+                            "connection to rank %d tag %d: buffer %p + %llu bytes runs past its "
+                            "device allocation (%zu bytes at %p)",
+                            h->remote_rank, h->tag, buf, (unsigned long long)size, alloc, base);
+        return ncclSuccess;
+    }
+    if (size > SIZE_MAX || !zn_host_range_mapped(buf, (size_t)size))
+        return zn_error(ncclInvalidArgument, ZN_INIT,
+                        "connection to rank %d tag %d: buffer %p + %llu bytes is not memory of "
+                        "this process (is the size larger than the buffer?)",
+                        h->remote_rank, h->tag, buf, (unsigned long long)size);
+    return ncclSuccess;
+}
+
 static ncclResult_t set_buffer(struct mscclppComm *c, int i, void *buf, uint64_t size)
 {
     struct zn_msc_conn *h = &c->host[i];
@@ -87,6 +114,8 @@ static ncclResult_t set_buffer(struct mscclppComm *c, int i, void *buf, uint64_t
     if (h->transport == mscclppTransportSHM)
         ZN_CHECK(zn_msc_shm_check_buffer(c, h->remote_rank, h->tag, buf, size, &h->local_seg,
                                          &h->local_off));
+    else
+        ZN_CHECK(check_extent(h, buf, size));
     h->local_size = size;
     c->dev[i].localBuff = buf;
     return ncclSuccess;
@@ -137,7 +166,9 @@ ZN_MSC_EXPORT mscclppResult_t mscclppRegisterBufferForConnection(mscclppComm_t c
                                                                  void *localBuff, uint64_t buffSize,
                                                                  mscclppBufferHandle_t *handle)
 {
-    if (!comm || !handle || connIdx < comm->nsetup || connIdx >= comm->nconns)
+    ncclResult_t r = zn_msc_comm_check(comm, "mscclppRegisterBufferForConnection");
+    if (r != ncclSuccess) return zn_msc_res(r);
+    if (!handle || connIdx < comm->nsetup || connIdx >= comm->nconns)
         return zn_msc_res(zn_error(ncclInvalidArgument, ZN_INIT,
                                    "mscclppRegisterBufferForConnection: connIdx %d is not a "
                                    "connection awaiting setup (or comm/handle NULL)",
@@ -339,9 +370,8 @@ out:
 
 ZN_MSC_EXPORT mscclppResult_t mscclppConnectionSetup(mscclppComm_t comm)
 {
-    if (!comm)
-        return zn_msc_res(
-            zn_error(ncclInvalidArgument, ZN_INIT, "mscclppConnectionSetup: comm is NULL"));
+    ncclResult_t r = zn_msc_comm_check(comm, "mscclppConnectionSetup");
+    if (r != ncclSuccess) return zn_msc_res(r);
     return zn_msc_res(setup(comm));
 }
 
@@ -349,7 +379,9 @@ ZN_MSC_EXPORT mscclppResult_t mscclppGetAllDeviceConnections(mscclppComm_t comm,
                                                              mscclppDevConn_t **devConns,
                                                              int *nConns)
 {
-    if (!comm || !devConns || !nConns)
+    ncclResult_t r = zn_msc_comm_check(comm, "mscclppGetAllDeviceConnections");
+    if (r != ncclSuccess) return zn_msc_res(r);
+    if (!devConns || !nConns)
         return zn_msc_res(zn_error(ncclInvalidArgument, ZN_INIT,
                                    "mscclppGetAllDeviceConnections: an argument is NULL"));
     *devConns = comm->dev;
@@ -360,10 +392,11 @@ ZN_MSC_EXPORT mscclppResult_t mscclppGetAllDeviceConnections(mscclppComm_t comm,
 ZN_MSC_EXPORT mscclppResult_t mscclppGetDeviceConnection(mscclppComm_t comm, int remoteRank,
                                                          int tag, mscclppDevConn_t **devConn)
 {
-    if (!comm || !devConn)
-        return zn_msc_res(zn_error(ncclInvalidArgument, ZN_INIT,
-                                   "mscclppGetDeviceConnection: %s is NULL",
-                                   !comm ? "comm" : "devConn"));
+    ncclResult_t r = zn_msc_comm_check(comm, "mscclppGetDeviceConnection");
+    if (r != ncclSuccess) return zn_msc_res(r);
+    if (!devConn)
+        return zn_msc_res(
+            zn_error(ncclInvalidArgument, ZN_INIT, "mscclppGetDeviceConnection: devConn is NULL"));
     for (int i = 0; i < comm->nsetup; i++)
         if (comm->host[i].remote_rank == remoteRank && comm->host[i].tag == tag) {
             *devConn = &comm->dev[i];

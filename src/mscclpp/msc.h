@@ -63,7 +63,10 @@ struct zn_msc_reg {
     struct zn_msc_reg *next;
 };
 
+#define ZN_MSC_COMM_MAGIC 0x7a6e6d7363636f6dull /* "znmsccom" */
+
 struct mscclppComm {
+    uint64_t magic; /* ZN_MSC_COMM_MAGIC while alive; zeroed (and the memory kept) by destroy */
     int rank, nranks;
     struct zn_boot *boot;
     struct zn_peer_info *peers;
@@ -105,6 +108,9 @@ static inline mscclppResult_t zn_msc_res(ncclResult_t r)
 {
     return (mscclppResult_t)r;
 }
+
+/* comm.c: check a handle passed by the user (NULL, destroyed, not a communicator). */
+ncclResult_t zn_msc_comm_check(const struct mscclppComm *c, const char *fn);
 
 /* conn.c */
 ncclResult_t zn_msc_conn_find(struct mscclppComm *c, const mscclppDevConn_t *dev,

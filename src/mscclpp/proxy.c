@@ -187,9 +187,8 @@ static void client_dump(void *arg)
 
 ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
 {
-    if (!comm)
-        return zn_msc_res(
-            zn_error(ncclInvalidArgument, ZN_PROXY, "mscclppProxyLaunch: comm is NULL"));
+    ncclResult_t r = zn_msc_comm_check(comm, "mscclppProxyLaunch");
+    if (r != ncclSuccess) return zn_msc_res(r);
     if (comm->proxy)
         return zn_msc_res(
             zn_error(ncclInvalidUsage, ZN_PROXY, "mscclppProxyLaunch: the proxy runs already"));
@@ -268,9 +267,8 @@ void zn_msc_proxy_free(struct mscclppComm *c)
 
 ZN_MSC_EXPORT mscclppResult_t mscclppProxyStop(mscclppComm_t comm)
 {
-    if (!comm)
-        return zn_msc_res(
-            zn_error(ncclInvalidArgument, ZN_PROXY, "mscclppProxyStop: comm is NULL"));
+    ncclResult_t r = zn_msc_comm_check(comm, "mscclppProxyStop");
+    if (r != ncclSuccess) return zn_msc_res(r);
     struct msc_proxy *p = comm->proxy;
     if (!p)
         return zn_msc_res(zn_error(ncclInvalidUsage, ZN_PROXY, "mscclppProxyStop: no proxy runs"));

@@ -72,6 +72,7 @@ free_out:
  * every set-up connection. */
 ncclResult_t zn_msc_register(struct mscclppComm *c, void *mem, uint64_t size, void **remote)
 {
+    ZN_CHECK(zn_msc_comm_check(c, "mscclppRegisterBuffer"));
     struct reg_wire *mine;
     ZN_CHECK(zn_calloc(&mine, (size_t)c->nsetup + 1, "descriptors"));
     ncclResult_t res = ncclSuccess;
@@ -97,6 +98,7 @@ ncclResult_t zn_msc_register(struct mscclppComm *c, void *mem, uint64_t size, vo
 ncclResult_t zn_msc_reg_write(struct mscclppComm *c, void *remote, const void *src, uint64_t size,
                               uint64_t dst_off, void *stream)
 {
+    ZN_CHECK(zn_msc_comm_check(c, "mscclppRegisteredBufferWrite"));
     const struct zn_msc_reg *r = c->regs;
     while (r && r->remote != remote) r = r->next;
     if (!r)
@@ -130,7 +132,8 @@ void zn_msc_reg_free_all(struct mscclppComm *c)
 /* For regmem.cc, which cannot include msc.h. */
 int zn_msc_nconns(struct mscclppComm *c)
 {
-    return c->nsetup;
+    /* A bad handle: none, and zn_msc_register then says what is wrong with it. */
+    return c && c->magic == ZN_MSC_COMM_MAGIC ? c->nsetup : 0;
 }
 
 int zn_msc_arg_error(const char *msg)

@@ -163,10 +163,11 @@ ncclResult_t zn_msc_shm_attach(struct mscclppComm *c, int i, const struct zn_msc
 
 ZN_MSC_EXPORT ncclResult_t zincConnMemAlloc(struct mscclppComm *comm, size_t size, void **ptr)
 {
-    if (!comm || !ptr || size == 0)
+    ZN_CHECK(zn_msc_comm_check(comm, "zincConnMemAlloc"));
+    if (!ptr || size == 0)
         return zn_error(ncclInvalidArgument, ZN_SHM,
-                        "zincConnMemAlloc: comm %p, size %zu, ptr %p (none may be NULL or 0)",
-                        (void *)comm, size, (void *)ptr);
+                        "zincConnMemAlloc: size %zu, ptr %p (neither may be 0 or NULL)", size,
+                        (void *)ptr);
     struct zn_msc_seg *s;
     /* Every rank may map it; util/shm.c unlinks the name when all have. */
     ZN_CHECK(seg_create(comm, "b", comm->nallocs, size, comm->nranks, &s));
@@ -180,8 +181,8 @@ ZN_MSC_EXPORT ncclResult_t zincConnMemAlloc(struct mscclppComm *comm, size_t siz
 
 ZN_MSC_EXPORT ncclResult_t zincConnMemFree(struct mscclppComm *comm, void *ptr)
 {
-    if (!comm || !ptr)
-        return zn_error(ncclInvalidArgument, ZN_SHM, "zincConnMemFree: comm or ptr NULL");
+    ZN_CHECK(zn_msc_comm_check(comm, "zincConnMemFree"));
+    if (!ptr) return zn_error(ncclInvalidArgument, ZN_SHM, "zincConnMemFree: ptr is NULL");
     for (struct zn_msc_seg **pp = &comm->own_bufs; *pp; pp = &(*pp)->next) {
         struct zn_msc_seg *s = *pp;
         if (s->seg.base != ptr) continue;

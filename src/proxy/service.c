@@ -9,6 +9,7 @@
 #include "proxy.h"
 #include "transport/peer.h"
 #include "util/clock.h"
+#include "util/dump.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -52,7 +53,7 @@ static struct {
     int refs;
     pthread_t thread;
     int lfd;
-    int wake[2]; /* the signal handler and zn_proxy_release write here */
+    int wake[2]; /* the state dump and zn_proxy_release write here */
     atomic_int stop;
     pthread_mutex_t hlock; /* handlers: users register, the service thread calls */
     struct handler *h;
@@ -61,8 +62,6 @@ static struct {
     int ncl;
     uint64_t served, refused;
     int64_t started_ns;
-    struct sigaction old_sa;
-    int sig;
     pid_t owner; /* the process that started the threads (a forked child has none of them) */
 } svc = { .lock = PTHREAD_MUTEX_INITIALIZER,
           .hlock = PTHREAD_MUTEX_INITIALIZER,
@@ -297,15 +296,14 @@ static int serve_client(int i)
 
 /* --- The thread -------------------------------------------------------------------------- */
 
-/* Only this: write() is async-signal-safe, and the service thread does the printing. */
-static void on_dump_signal(int sig)
+/* The state dump's provider (util/dump.h, on the dump thread): the service thread owns what
+ * it prints, so it is asked to print through its wake pipe. */
+static void request_dump(void *arg)
 {
-    (void)sig;
-    int saved = errno;
+    (void)arg;
     char b = 'd';
     if (svc.wake[1] >= 0 && write(svc.wake[1], &b, 1) < 0) { /* a full pipe: a dump is due */
     }
-    errno = saved;
 }
 
 /* Close clients that sat on a partial request (or idle) for longer than ZINC_TIMEOUT. */
@@ -344,20 +342,6 @@ static void *service_main(void *arg)
     return NULL;
 }
 
-static void install_dump_signal(void)
-{
-    int sig = (int)zn_params()->proxy_dump_signal;
-    if (sig <= 0) return;
-    if (sig >= NSIG || sig == SIGKILL || sig == SIGSTOP) {
-        zn_warn(ZN_PROXY, "proxy: ZINC_PROXY_DUMP_SIGNAL=%d is not a signal that can be caught",
-                sig);
-        return;
-    }
-    struct sigaction sa = { .sa_handler = on_dump_signal, .sa_flags = SA_RESTART };
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(sig, &sa, &svc.old_sa) == 0) svc.sig = sig;
-}
-
 static ncclResult_t start_locked(void)
 {
     struct sockaddr_un a;
@@ -380,7 +364,7 @@ static ncclResult_t start_locked(void)
         res = zn_error(ncclSystemError, ZN_PROXY, "proxy: cannot start the service thread");
         goto err_netops;
     }
-    install_dump_signal();
+    zn_dump_add(request_dump, NULL);
     zn_info(ZN_PROXY, "proxy: service on @%s", a.sun_path + 1);
     return ncclSuccess;
 err_netops:
@@ -409,6 +393,7 @@ void zn_proxy_release(void)
         pthread_mutex_unlock(&svc.lock);
         return;
     }
+    zn_dump_remove(request_dump, NULL); /* before the wake pipe goes */
     if (svc.owner != getpid()) {
         /* A child forked while the proxy ran: the threads stayed in the parent, the socket
          * name is the parent's. Close this copy's descriptors only. */
@@ -417,8 +402,6 @@ void zn_proxy_release(void)
         close(svc.wake[1]);
         svc.lfd = svc.wake[0] = svc.wake[1] = -1;
     } else {
-        if (svc.sig) sigaction(svc.sig, &svc.old_sa, NULL);
-        svc.sig = 0;
         atomic_store(&svc.stop, 1);
         char b = 's';
         if (write(svc.wake[1], &b, 1) < 0) { /* the 200 ms poll sees stop anyway */

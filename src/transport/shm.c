@@ -24,6 +24,7 @@
 #include "util/err.h"
 #include "util/param.h"
 #include "util/shm.h"
+#include "util/size.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -91,7 +92,13 @@ static ncclResult_t shm_init(const struct zn_tctx *ctx, void **state)
     size_t size = (size_t)zn_params()->shm_fifo_size;
     if (nlocal > 8) size = size * 8 / (size_t)nlocal;
     if (size < 65536) size = 65536;
-    st->fifo_size = (size + 63) & ~(size_t)63;
+    /* Two FIFOs (and their headers) go in one segment: keep the sum far from overflowing. */
+    if (zn_round_up(size, 64, &st->fifo_size) != 0 || st->fifo_size > SIZE_MAX / 4) {
+        free(st->conns);
+        free(st);
+        return zn_error(ncclInvalidArgument, ZN_SHM, "ZINC_SHM_FIFO_SIZE=%zu is too large",
+                        (size_t)zn_params()->shm_fifo_size);
+    }
     ncclResult_t res = zn_peer_watch_create(ctx, &st->watch);
     if (res != ncclSuccess) {
         free(st->conns);

@@ -1,5 +1,6 @@
 #include "cuda.h"
 #include "err.h"
+#include "size.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -308,8 +309,10 @@ ncclResult_t zn_cumem_alloc(int dev, size_t size, struct zn_cumem *out)
     ZN_CHECK(drv_check(drv.memGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
                        "cuMemGetAllocationGranularity"));
     if (!gran) gran = 2 << 20;
-    struct zn_cumem m = { .size = (size + gran - 1) / gran * gran };
-    if (!m.size) m.size = gran;
+    struct zn_cumem m = { .size = gran };
+    if (size && zn_round_up(size, gran, &m.size) != 0)
+        return zn_error(ncclInvalidArgument, ZN_ALLOC,
+                        "cannot allocate %zu bytes of GPU memory: the size is too large", size);
     CUmemGenericAllocationHandle h;
     ZN_CHECK(drv_check(drv.memCreate(&h, m.size, &prop, 0), "cuMemCreate"));
     ncclResult_t r = map_rw(&m, h, dev);

@@ -22,6 +22,18 @@ _Thread_local int zn_log_rank = -1;
 
 static FILE *log_file;
 static char log_host[64];
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+
+/* The host name of the prefix, up to its first dot. Filled on first use as well as at
+ * configuration: a message may come before the parameters are read (an error in the process's
+ * first call, e.g. ncclGroupEnd without ncclGroupStart). */
+static void fill_host(void)
+{
+    if (gethostname(log_host, sizeof(log_host)) != 0) snprintf(log_host, sizeof(log_host), "?");
+    log_host[sizeof(log_host) - 1] = 0;
+    char *dot = strchr(log_host, '.');
+    if (dot) *dot = 0;
+}
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static int banner_done;
 /* Where lines go instead of the log file, if set (libmscclpp's mscclppSetLogHandler). */
@@ -101,10 +113,7 @@ static void configure(const char *debug, const char *subsys, const char *file)
         if (!strcasecmp(debug, level_names[i])) level = i;
     if (!strcasecmp(debug, "ABORT")) level = ZN_LOG_WARN;
     zn_log_subsys_cur = zn_log_parse_subsys(subsys);
-    if (gethostname(log_host, sizeof(log_host)) != 0) snprintf(log_host, sizeof(log_host), "?");
-    log_host[sizeof(log_host) - 1] = 0;
-    char *dot = strchr(log_host, '.');
-    if (dot) *dot = 0;
+    pthread_once(&host_once, fill_host);
     if (log_file && log_file != stderr) fclose(log_file);
     log_file = stderr;
     if (*file) {
@@ -139,6 +148,7 @@ void zn_log_emit(int level, uint32_t subsys, const char *file, int line, const c
 {
     char buf[2048];
     int n;
+    pthread_once(&host_once, fill_host);
     if (zn_log_rank >= 0)
         n = snprintf(buf, sizeof(buf), "%s:%d:%d [%d] zinc %s %s ", log_host, (int)getpid(),
                      (int)syscall(SYS_gettid), zn_log_rank, level_names[level],

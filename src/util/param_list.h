@@ -101,5 +101,5 @@ ZN_PARAM(net_gdr_read,  BOOL, "ZINC_NET_GDR_READ",  "NCCL_NET_GDR_READ",  "1",
 ZN_PARAM(ibverbs_lib,   STR,  "ZINC_IBVERBS_LIB",   NULL,                 "",
          "tests only: load this library instead of libibverbs.so.1 (tests/ibemu's emulation)")
 ZN_PARAM(proxy_dump_signal, INT, "ZINC_PROXY_DUMP_SIGNAL", "NCCL_PROXY_DUMP_SIGNAL", "0",
-         "signal number that makes the process print its proxy's state (clients, pending net ops, peers, last progress); 0: off. zinc-info --dump PID sends it")
+         "signal number that makes the process print its state: every communicator (host ones too: rank, pending operation, peers), the proxy (clients, pending net ops, last progress); 0: off. zinc-info --dump PID sends it")
 /* clang-format on */

@@ -1,6 +1,7 @@
 #include "shm.h"
 #include "clock.h"
 #include "err.h"
+#include "size.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,14 +27,24 @@ struct shm_hdr {
 };
 _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR, "shm header fits its page");
 
-static size_t total_size(size_t size)
+/* The mapping's size: header page plus the user size in whole pages; -1 if that overflows or
+ * exceeds what a file offset (off_t) can hold. */
+static int total_size(size_t size, size_t *total)
 {
-    return SHM_HDR + ((size + 4095) & ~(size_t)4095);
+    size_t t;
+    if (zn_round_up(size, 4096, &t) != 0 || zn_add_size(t, SHM_HDR, &t) != 0 ||
+        t > (size_t)INT64_MAX)
+        return -1;
+    *total = t;
+    return 0;
 }
 
 ncclResult_t zn_shm_create(const char *name, size_t size, int nmappers, struct zn_shm_seg *seg)
 {
-    size_t total = total_size(size);
+    size_t total;
+    if (total_size(size, &total) != 0)
+        return zn_error(ncclInvalidArgument, ZN_SHM,
+                        "shared-memory segment %s: size %zu bytes is too large to map", name, size);
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) {
         /* Names carry the job's random magic, so this is a leftover of a killed job. */
@@ -99,7 +110,8 @@ static void nap(void)
 int zn_shm_attach(const char *name, size_t size, int64_t deadline, const atomic_int *abort_flag,
                   struct zn_shm_seg *seg)
 {
-    size_t total = total_size(size);
+    size_t total;
+    if (total_size(size, &total) != 0) return -EPROTO; /* no segment can be that large */
     int fd;
     for (;;) {
         fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);

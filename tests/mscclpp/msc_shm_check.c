@@ -5,8 +5,9 @@
  * putWithSignal and a ping-pong, each checked exactly against a reference; and bad usage.
  * Written in C, to show what a C caller gets.
  *
- *   msc_shm_check allgather|allreduce|pingpong|errors|dead [shm | net HOSTS]   (under zinc-run)
- *   msc_shm_check bounds|onesided|deadwrite net HOSTS
+ *   msc_shm_check allgather|allreduce|pingpong|errors|dead|dumpwait [shm | net HOSTS]
+ *                                                                 (under zinc-run)
+ *   msc_shm_check bounds|onesided|deadwrite|misuse net HOSTS
  *
  * net: the connections are mscclppTransportIB over the net zinc picks (ZINC_NET), libmscclpp's
  * proxy runs, and the ranks are split over HOSTS "hosts" (ZINC_HOSTID = rank % HOSTS). With
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -372,6 +374,107 @@ static void bounds(mscclppComm_t comm)
     exit(failures ? 1 : 0);
 }
 
+/* API misuse (net: the IB transport): sizes that overflow, buffer sizes larger than the
+ * buffer, a destroyed communicator used and destroyed again -- each refused with
+ * mscclppInvalidArgument and a message, never a crash or a read of freed memory. */
+static void misuse(mscclppComm_t comm)
+{
+    capture_start();
+    void *p = NULL;
+    const size_t huge[] = { SIZE_MAX, SIZE_MAX - 4096, (size_t)INT64_MAX };
+    for (int i = 0; i < 3; i++) {
+        logged[0] = 0;
+        EXPECT(zincConnMemAlloc(comm, huge[i], &p) == (int)mscclppInvalidArgument && !p,
+               "zincConnMemAlloc of %zu bytes was not refused", huge[i]);
+        EXPECT(strstr(logged, "too large"), "message: %s", logged);
+    }
+    uint8_t *shm;
+    MSCCLPPCHECK(zincConnMemAlloc(comm, 4096, (void **)&shm));
+    EXPECT(shm[0] == 0 && shm[4095] == 0, "a zincConnMemAlloc buffer is not zeroed");
+
+    /* A 64 KB host buffer declared with sizes past its end, on the IB transport. */
+    size_t len = 65536;
+    uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) exit(2);
+    /* (Just past the end may be another mapping: sizes that reach unmapped addresses.) */
+    const uint64_t sizes[] = { UINT64_MAX, 1ull << 40, 1ull << 46 };
+    for (int i = 0; i < 3; i++) {
+        logged[0] = 0;
+        EXPECT(mscclppConnect(comm, rank ^ 1, 1, buf, sizes[i], transport, NULL) ==
+                   mscclppInvalidArgument,
+               "a %llu-byte buffer size for a 64 KB buffer was accepted",
+               (unsigned long long)sizes[i]);
+        EXPECT(strstr(logged, "is not memory of this process"), "message: %s", logged);
+    }
+    MSCCLPPCHECK(mscclppConnect(comm, rank ^ 1, 1, buf, len, transport, NULL));
+    setup(comm);
+    mscclppDevConn_t *c;
+    MSCCLPPCHECK(mscclppGetDeviceConnection(comm, rank ^ 1, 1, &c));
+    EXPECT(zincConnPut(c, len - 8, 0, 9) == (int)mscclppInvalidArgument,
+           "a put past the end of the peer's 64 KB buffer was accepted");
+    destroy(comm);
+    munmap(buf, len);
+
+    /* The destroyed handle: refused everywhere, and destroyed again after a newer
+     * communicator was made (which stays usable). */
+    int r = -1;
+    logged[0] = 0;
+    EXPECT(mscclppCommDestroy(comm) == mscclppInvalidArgument, "a second destroy was accepted");
+    EXPECT(strstr(logged, "is not an mscclpp communicator"), "message: %s", logged);
+    EXPECT(mscclppCommRank(comm, &r) == mscclppInvalidArgument && r == -1,
+           "mscclppCommRank on a destroyed comm");
+    EXPECT(mscclppBootstrapBarrier(comm) == mscclppInvalidArgument,
+           "mscclppBootstrapBarrier on a destroyed comm");
+    EXPECT(zincConnMemAlloc(comm, 64, &p) == (int)mscclppInvalidArgument,
+           "zincConnMemAlloc on a destroyed comm");
+    EXPECT(mscclppConnect(comm, rank ^ 1, 2, shm, 64, mscclppTransportSHM, NULL) ==
+               mscclppInvalidArgument,
+           "mscclppConnect on a destroyed comm");
+    EXPECT(mscclppProxyLaunch(comm) == mscclppInvalidArgument,
+           "mscclppProxyLaunch on a destroyed comm");
+    mscclppComm_t fresh = init();
+    EXPECT(mscclppCommDestroy(comm) == mscclppInvalidArgument,
+           "a second destroy after a new communicator was accepted");
+    MSCCLPPCHECK(mscclppBootstrapBarrier(fresh));
+    MSCCLPPCHECK(mscclppCommDestroy(fresh));
+    MSCCLPPCHECK(mscclppSetLogHandler(mscclppDefaultLogHandler));
+    if (failures) fprintf(stderr, "[%d] %ld failures\n", rank, failures);
+    exit(failures ? 1 : 0);
+}
+
+/* For the state dump test (tests/proxy/dump_host.sh, DUMP_DIR set): each rank writes its pid
+ * to DIR/pid.RANK; rank 1 writes DIR/recv and waits for a signal from rank 0, which signals
+ * once DIR/go exists. */
+static void dumpwait(mscclppComm_t comm)
+{
+    const char *dir = getenv("DUMP_DIR");
+    if (!dir) exit(2);
+    uint8_t *buf;
+    MSCCLPPCHECK(zincConnMemAlloc(comm, 64, (void **)&buf));
+    MSCCLPPCHECK(mscclppConnect(comm, rank ^ 1, 0, buf, 64, transport, NULL));
+    setup(comm);
+    mscclppDevConn_t *c;
+    MSCCLPPCHECK(mscclppGetDeviceConnection(comm, rank ^ 1, 0, &c));
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/pid.%d", dir, rank);
+    FILE *f = fopen(path, "w");
+    if (!f) exit(2);
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+    if (rank == 1) {
+        snprintf(path, sizeof(path), "%s/recv", dir);
+        f = fopen(path, "w");
+        if (!f) exit(2);
+        fclose(f);
+        MSCCLPPCHECK(zincConnWait(c));
+    } else {
+        snprintf(path, sizeof(path), "%s/go", dir);
+        for (int i = 0; i < 12000 && access(path, F_OK) != 0; i++) usleep(10000);
+        MSCCLPPCHECK(zincConnSignal(c));
+    }
+    MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
+}
+
 /* Rank 1 exits right after a signal from rank 0 (so both are past setup); rank 0's wait
  * reports it instead of waiting on. */
 static void dead(mscclppComm_t comm)
@@ -495,9 +598,10 @@ int main(int argc, char **argv)
     int net = argc == 4 && !strcmp(argv[2], "net");
     if (!zn_launch_info_get(&li) ||
         (argc != 2 && !(argc == 3 && !strcmp(argv[2], "shm")) && !net)) {
-        fprintf(stderr, "usage: zinc-run -n N msc_shm_check "
-                        "allgather|allreduce|pingpong|errors|bounds|dead [shm | net HOSTS], "
-                        "onesided|deadwrite net HOSTS\n");
+        fprintf(stderr,
+                "usage: zinc-run -n N msc_shm_check "
+                "allgather|allreduce|pingpong|errors|bounds|dead|dumpwait [shm | net HOSTS], "
+                "onesided|deadwrite|misuse net HOSTS\n");
         return 2;
     }
     rank = li.rank;
@@ -513,7 +617,8 @@ int main(int argc, char **argv)
         if (expect_path) MSCCLPPCHECK(mscclppSetLogHandler(capture));
     }
     if ((!strcmp(what, "pingpong") || !strcmp(what, "errors") || !strcmp(what, "bounds") ||
-         !strcmp(what, "dead") || !strcmp(what, "onesided") || !strcmp(what, "deadwrite")) &&
+         !strcmp(what, "dead") || !strcmp(what, "onesided") || !strcmp(what, "deadwrite") ||
+         !strcmp(what, "misuse")) &&
         nranks < 2) {
         fprintf(stderr, "%s needs 2 ranks or more\n", what);
         return 2;
@@ -529,6 +634,10 @@ int main(int argc, char **argv)
         errors(comm);
     else if (!strcmp(what, "bounds") && net)
         bounds(comm);
+    else if (!strcmp(what, "dumpwait") && nranks == 2)
+        dumpwait(comm);
+    else if (!strcmp(what, "misuse") && net && nranks == 2)
+        misuse(comm);
     else if (!strcmp(what, "dead") && nranks == 2)
         dead(comm);
     else if (!strcmp(what, "onesided") && net && nranks == 2)
@@ -536,7 +645,8 @@ int main(int argc, char **argv)
     else if (!strcmp(what, "deadwrite") && net && nranks == 2)
         deadwrite(comm);
     else {
-        fprintf(stderr, "unknown test %s (dead, onesided, deadwrite need exactly 2 ranks)\n", what);
+        fprintf(stderr,
+                "unknown test %s (dead, onesided, deadwrite, misuse need exactly 2 ranks)\n", what);
         return 2;
     }
     destroy(comm);

@@ -4,7 +4,9 @@
 #include "util/log.h"
 #include "util/param.h"
 #include "util/pci.h"
+#include "util/handle.h"
 #include "util/shm.h"
+#include "util/size.h"
 #include "util/sock.h"
 #include "zt.h"
 
@@ -267,6 +269,96 @@ ZT_TEST(shm_segments)
     ZT_EQ_INT(zn_shm_attach("/zn-test-never", 100, zn_now_ns() + 50000000ll, NULL, &c), -ETIMEDOUT);
 }
 
+/* Round-ups and sums near SIZE_MAX report overflow instead of wrapping; segments whose size
+ * cannot be mapped are refused before anything is created; mapped ranges are told apart. */
+ZT_TEST(size_overflow)
+{
+    size_t out = 7;
+    ZT_EQ_INT(zn_round_up(0, 4096, &out), 0);
+    ZT_EQ_INT((long long)out, 0);
+    ZT_EQ_INT(zn_round_up(4097, 4096, &out), 0);
+    ZT_EQ_INT((long long)out, 8192);
+    ZT_EQ_INT(zn_round_up(100, 3000000, &out), 0); /* any alignment, not only powers of two */
+    ZT_EQ_INT((long long)out, 3000000);
+    ZT_EQ_INT(zn_round_up(SIZE_MAX - 4094, 4096, &out), -1);
+    ZT_EQ_INT(zn_round_up(SIZE_MAX, 2, &out), -1);
+    ZT_EQ_INT((long long)out, 3000000); /* left alone on overflow */
+    ZT_EQ_INT(zn_add_size(SIZE_MAX, 1, &out), -1);
+    ZT_EQ_INT(zn_add_size(SIZE_MAX - 1, 1, &out), 0);
+    ZT_ASSERT(out == SIZE_MAX);
+
+    char name[64];
+    snprintf(name, sizeof(name), "/zn-test-big-%d", (int)getpid());
+    const size_t huge[] = { SIZE_MAX, SIZE_MAX - 4096, SIZE_MAX - 8191, (size_t)INT64_MAX };
+    struct zn_shm_seg seg;
+    char path[128];
+    snprintf(path, sizeof(path), "/dev/shm%s", name);
+    for (int i = 0; i < 4; i++) {
+        ZT_EQ_INT(zn_shm_create(name, huge[i], 1, &seg), ncclInvalidArgument);
+        ZT_ASSERT(strstr(zn_last_error(), "too large"));
+        struct stat st;
+        ZT_ASSERT(stat(path, &st) != 0 && errno == ENOENT); /* nothing left behind */
+        ZT_EQ_INT(zn_shm_attach(name, huge[i], zn_now_ns(), NULL, &seg), -EPROTO);
+    }
+
+    long page = sysconf(_SC_PAGESIZE);
+    char *m =
+        mmap(NULL, (size_t)page * 3, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ZT_ASSERT(m != MAP_FAILED);
+    ZT_EQ_INT(munmap(m + page, (size_t)page), 0); /* a hole in the middle */
+    ZT_EQ_INT(zn_host_range_mapped(m, (size_t)page), 1);
+    ZT_EQ_INT(zn_host_range_mapped(m + 10, (size_t)page - 10), 1);
+    ZT_EQ_INT(zn_host_range_mapped(m + 10, (size_t)page), 0);
+    ZT_EQ_INT(zn_host_range_mapped(m, (size_t)page * 3), 0);
+    ZT_EQ_INT(zn_host_range_mapped(m + 2 * page, (size_t)page), 1);
+    ZT_EQ_INT(zn_host_range_mapped(m, SIZE_MAX), 0); /* wraps */
+    ZT_EQ_INT(zn_host_range_mapped(m, 0), 1);
+    munmap(m, (size_t)page);
+    munmap(m + 2 * page, (size_t)page);
+}
+
+/* A freed handle reads as zeroes (the check's magic with it) and its memory is not reused
+ * until ZN_HANDLE_KEEP others wait; the live list is what each() walks. */
+static void count_live(void *obj, void *arg)
+{
+    (void)obj;
+    (*(int *)arg)++;
+}
+
+ZT_TEST(handle_pool)
+{
+    static struct zn_handle_pool pool = ZN_HANDLE_POOL_INIT("test object");
+    uint64_t *a, *b;
+    ZT_OK(zn_handle_alloc(&pool, 64, (void **)&a));
+    ZT_OK(zn_handle_alloc(&pool, 64, (void **)&b));
+    ZT_EQ_INT(zn_handle_alloc(&pool, 32, (void **)&b), ncclInternalError); /* one size a pool */
+    a[0] = b[0] = 0x1234;
+    int n = 0;
+    zn_handle_each(&pool, count_live, &n);
+    ZT_EQ_INT(n, 2);
+    zn_handle_free(&pool, a);
+    ZT_ASSERT(a[0] == 0 && a[7] == 0); /* still readable, zeroed */
+    n = 0;
+    zn_handle_each(&pool, count_live, &n);
+    ZT_EQ_INT(n, 1);
+    zn_handle_unlist(&pool, b); /* unlisted, then freed: once only */
+    zn_handle_free(&pool, b);
+    /* The next ZN_HANDLE_KEEP allocations do not get a or b back. */
+    uint64_t *more[ZN_HANDLE_KEEP + 2];
+    for (int i = 0; i < ZN_HANDLE_KEEP; i++) {
+        ZT_OK(zn_handle_alloc(&pool, 64, (void **)&more[i]));
+        ZT_ASSERT(more[i] != a && more[i] != b && more[i][0] == 0);
+    }
+    for (int i = 0; i < ZN_HANDLE_KEEP; i++) zn_handle_free(&pool, more[i]);
+    n = 0;
+    zn_handle_each(&pool, count_live, &n);
+    ZT_EQ_INT(n, 0);
+    /* With more shells waiting than kept, the oldest (a) is reused, zeroed. */
+    ZT_OK(zn_handle_alloc(&pool, 64, (void **)&more[0]));
+    ZT_ASSERT(more[0] == a && a[0] == 0);
+    zn_handle_free(&pool, more[0]);
+}
+
 /* PCI distances from sysfs paths (made-up machines: a switch with a GPU and a NIC on two of its
  * downstream ports, a second switch tier, other root ports and host bridges). */
 ZT_TEST(pci_distance)
@@ -331,4 +423,4 @@ ZT_TEST(pci_distance)
 
 ZT_MAIN(ZT_CASE(params_parse), ZT_CASE(params_sources), ZT_CASE(log_helpers), ZT_CASE(ifname_rules),
         ZT_CASE(sockaddr_parse), ZT_CASE(sock_loopback), ZT_CASE(sock_peer_user),
-        ZT_CASE(shm_segments), ZT_CASE(pci_distance))
+        ZT_CASE(shm_segments), ZT_CASE(pci_distance), ZT_CASE(size_overflow), ZT_CASE(handle_pool))
