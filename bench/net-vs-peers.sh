@@ -1,9 +1,11 @@
 #!/bin/bash
 # Host allreduce (float sum) between 2 "hosts" over TCP loopback, in one sitting: zinc's net
 # transport on the socket net against Open MPI over TCP and Gloo, then one 64 MB transfer through
-# the socket net against iperf3 (bench/net-vs-iperf.sh), as markdown tables with the ratios the
-# README reports.
-#   bench/net-vs-peers.sh [ROUNDS=3] [PEERS_DIR=../shared/bench/cpu]
+# the socket net against iperf3 (bench/net-vs-iperf.sh), as markdown tables with the ratios
+# docs/benchmarks.md reports.
+#   bench/net-vs-peers.sh [ROUNDS=3]
+# SIZES="131072 524288" (bytes, each 8 x 4^k) measures fewer or other sizes than the default
+# 128 KB .. 32 MB.
 # NETNS=1 (as root) adds zinc alone across a veth pair between two network namespaces: allreduce
 # busbw, and a 64 MB two-rank sendrecv (both directions at once) against `iperf3 --bidir`; the
 # peer programs cannot run across namespaces (Gloo's device is fixed to 127.0.0.1).
@@ -11,21 +13,16 @@
 # byte goes through the net transport on ZINC_SOCKET_IFNAME=lo; zinc runs with the default socket
 # net and with ZINC_SOCKET_NTHREADS=2 ZINC_NSOCKS_PERTHREAD=2. Open MPI runs with
 # `--mca pml ob1 --mca btl tcp,self` (no shared memory, no UCX), Gloo with its TCP device on
-# 127.0.0.1; the peers are the reference programs in PEERS_DIR. The configurations of one size
+# 127.0.0.1; the peers are the programs in bench/peers, built here by bench/peers/build.sh
+# (which installs Open MPI, Gloo and iperf3 from Debian when run as root). The configurations of one size
 # run back to back within each round; every cell is the median over the rounds (zinc: over the rounds'
 # out-of-place and in-place times), busbw by nccl-tests' definition (algbw * 2(n-1)/n).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-3}
-peers=${2:-$here/../shared/bench/cpu}
 build=${BUILD:-$here/build}
 n=2
-"$here/scripts/deps.sh" bench >/dev/null
 [ -x "$build/bin/zinc-perf" ] || { echo "build zinc first (make)"; exit 2; }
-if [ ! -f "$peers/mpi_allreduce.c" ] || [ ! -f "$peers/gloo_allreduce.cc" ]; then
-    echo "peer programs not found in $peers"
-    exit 2
-fi
 out=$(mktemp -d)
 ns=(znb$$a znb$$b)
 cleanup() {
@@ -33,15 +30,14 @@ cleanup() {
     rm -rf "$out"
 }
 trap cleanup EXIT
-mpicc -O2 -o "$out/mpi_allreduce" "$peers/mpi_allreduce.c"
-g++ -O2 -std=c++17 -o "$out/gloo_allreduce" "$peers/gloo_allreduce.cc" -lgloo -lpthread
+"$here/bench/peers/build.sh" "$out" >/dev/null
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # Each configuration measures one size per call, and every round runs all configurations of a
 # size back to back before the next size, so that the cells compared in a row ran within seconds
 # of each other (this shared VM's speed drifts by 2-3x over minutes). The sizes are those the
 # peer programs measure (8 B x 4^k) within 64 KB .. 64 MB.
-sizes="131072 524288 2097152 8388608 33554432"
+sizes=${SIZES:-131072 524288 2097152 8388608 33554432}
 iters() { if [ "$1" -lt 1048576 ]; then echo "-n 200 -w 20"; else echo "-n 20 -w 3"; fi; }
 # zinc OP SIZE [ENV...]: "bytes time_us" for out-of-place and in-place.
 zinc() {
@@ -52,21 +48,21 @@ zinc() {
         "$op" -f 4 -c 0 -b "$s" -e "$s" $(iters "$s") |
         awk '$1 ~ /^[0-9]+$/ {print $1, $6; print $1, $10}'
 }
-# The peer programs measure every size from 8 B up to their argument: keep the last.
+# The peer programs measure from their second argument up to their first: here one size.
 mpi() {
     mpirun --allow-run-as-root --oversubscribe -np $n --mca pml ob1 --mca btl tcp,self \
-        --mca btl_tcp_if_include lo "$out/mpi_allreduce" "$1" |
+        --mca btl_tcp_if_include lo "$out/mpi_allreduce" "$1" "$1" |
         awk -v s="$1" '$1 == s {if ($4 != 1) {print "mpi: wrong result at " $1 > "/dev/stderr"; exit 1}; print $1, $2}'
 }
 gloo() {
     rm -rf "$out/store" && mkdir -p "$out/store"
     local r pids=()
     for r in $(seq 0 $((n - 1))); do
-        "$out/gloo_allreduce" "$r" $n "$out/store" "$1" >"$out/gloo.$r" &
+        "$out/gloo_allreduce" "$r" $n "$out/store" "$1" "$1" >"$out/gloo.$r" &
         pids+=($!)
     done
     for r in "${pids[@]}"; do wait "$r"; done
-    awk -v s="$1" '$1 == s {print $1, $2}' "$out/gloo.0"
+    awk -v s="$1" '$1 == s {if ($4 != 1) {print "gloo: wrong result at " $1 > "/dev/stderr"; exit 1}; print $1, $2}' "$out/gloo.0"
 }
 
 # Once, logged: both ranks' net transport ran on the socket net (not shm, not a plugin).
