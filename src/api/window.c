@@ -10,11 +10,14 @@
  *   - a symmetric window's buffer starts on an NCCL_WIN_REQUIRED_ALIGNMENT (4096-byte)
  *     boundary, so that the same offset is equally aligned in every rank's window.
  *
- * Host communicators read and write user memory directly, so a window has nothing to map or
- * pin: the handle records the buffer for checks and for deregistration. A handle is accepted
- * only if it is on the communicator's list, so a stale or foreign handle is rejected without
- * being dereferenced. Deregistration is local (no peer is involved in freeing a record).
+ * Every window also gets its device-API view (devwin.c): on a cuda communicator whose GPUs
+ * map each other, the buffer is mapped into every peer and the handle returned is the record
+ * kernels read, in device memory; on a host communicator the handle is the host record below.
+ * A handle is accepted only if it is on the communicator's list, so a stale or foreign handle
+ * is rejected without being dereferenced. Deregistration is local (no peer is involved in
+ * freeing a record).
  */
+#include "devapi.h"
 #include "group.h"
 #include "mgmt.h"
 
@@ -26,6 +29,7 @@ struct zn_window {
     void *buf;
     size_t size;
     int flags;
+    struct zn_devwin *dw; /* the device API's view; its handle is the user's */
     struct zn_window *next;
 };
 
@@ -123,6 +127,11 @@ static ncclResult_t do_register(struct ncclComm *comm, void *buff, size_t size, 
     struct zn_window *w = calloc(1, sizeof(*w));
     if (!w) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
     *w = (struct zn_window){ .comm = comm, .buf = buff, .size = size, .flags = flags };
+    res = zn_devwin_create(comm, buff, size, w, &w->dw);
+    if (res != ncclSuccess) {
+        free(w);
+        return res;
+    }
     *out = w;
     return ncclSuccess;
 }
@@ -139,9 +148,9 @@ ZN_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t
     if (res == ncclSuccess) {
         w->next = comm->windows;
         comm->windows = w;
-        *win = (ncclWindow_t)w;
+        *win = (ncclWindow_t)w->dw->handle;
         zn_info(ZN_CALL, "comm %p: window %p registered (%p, %zu bytes, flags 0x%x)", (void *)comm,
-                (void *)w, buff, size, (unsigned)winFlags);
+                (void *)*win, buff, size, (unsigned)winFlags);
     }
     atomic_fetch_sub(&comm->busy, 1);
     return res;
@@ -151,7 +160,7 @@ ZN_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win
 {
     ZN_CHECK(zn_comm_check(comm, "ncclCommWindowDeregister"));
     struct zn_window **p = &comm->windows;
-    while (*p && (ncclWindow_t)*p != win) p = &(*p)->next;
+    while (*p && (ncclWindow_t)(*p)->dw->handle != win) p = &(*p)->next;
     if (!win || !*p)
         return zn_error(ncclInvalidArgument, ZN_CALL,
                         "ncclCommWindowDeregister: win %p is not a window registered on comm %p "
@@ -159,15 +168,18 @@ ZN_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win
                         (void *)win, (void *)comm);
     struct zn_window *w = *p;
     *p = w->next;
+    zn_devwin_destroy(w->dw, 1);
     free(w);
     return ncclSuccess;
 }
 
 void zn_windows_free(struct ncclComm *c)
 {
+    zn_devcomms_free(c);
     while (c->windows) {
         struct zn_window *w = c->windows;
         c->windows = w->next;
+        zn_devwin_destroy(w->dw, 0);
         free(w);
     }
 }
