@@ -236,11 +236,11 @@ template <> struct Present<> {
 template <typename H, typename... T> struct Present<H, T...> {
     H h;
     Present<T...> t;
-    NCCL_HOST_DEVICE_INLINE H get(IntSeq<0>)
+    NCCL_HOST_DEVICE_INLINE H get(IntSeq<0>) const
     {
         return static_cast<H>(h);
     }
-    template <int i> NCCL_HOST_DEVICE_INLINE decltype(auto) get(IntSeq<i>)
+    template <int i> NCCL_HOST_DEVICE_INLINE decltype(auto) get(IntSeq<i>) const
     {
         return t.get(IntSeq<i - 1>{});
     }
@@ -267,12 +267,12 @@ template <typename T> struct Optional {
     NCCL_HOST_DEVICE_INLINE constexpr Optional() : present(false) {}
     NCCL_HOST_DEVICE_INLINE constexpr Optional(Absent) : present(false) {}
     template <int... i, typename... Arg>
-    NCCL_HOST_DEVICE_INLINE Optional(Present<Arg...> args, IntSeq<i...>)
+    NCCL_HOST_DEVICE_INLINE Optional(Present<Arg...> const &args, IntSeq<i...>)
         : present(true), thing{ args.get(IntSeq<i>())... }
     {
     }
     template <typename... Arg>
-    NCCL_HOST_DEVICE_INLINE Optional(Present<Arg...> args)
+    NCCL_HOST_DEVICE_INLINE Optional(Present<Arg...> const &args)
         : Optional(args, typename IntSeqUpTo<sizeof...(Arg), 0>::Type())
     {
     }
