@@ -30,6 +30,8 @@ struct zn_devwin {
     struct ncclWindow_vidmem view;
     struct ncclWindow_vidmem *dev; /* device copy, or NULL */
     void *reg;                     /* the p2p transport's registration, or NULL */
+    int unmapped;                  /* LSA team > 1 but the buffer is not in the peers */
+    char why[256];                 /* why it is unmapped */
     struct zn_devwin *next;
 };
 

@@ -45,29 +45,28 @@ struct where_entry {
     uint64_t at[ZINC_DEVICE_LSA_MAX];
 };
 
-/* Map buf into every LSA peer (lsa > 1): fills view.lsaPtrs. */
+/* Map buf into every LSA peer (LSA team > 1): fills view.lsaPtrs. All ranks map or none does:
+ * a buffer one rank cannot share (not exportable cuMem memory, such as cudaMalloc's) leaves
+ * the window registered but unmapped (w->unmapped), as registration succeeded before zinc had
+ * the device API; the pointer queries and ncclDevCommCreate then refuse it, saying why. Fails
+ * only if the ranks cannot agree (bootstrap). */
 static ncclResult_t map_peers(struct ncclComm *comm, void *buf, size_t size, struct zn_devwin *w)
 {
     struct where_entry *all = calloc((size_t)comm->nranks, sizeof(*all));
     if (!all) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
-    ncclResult_t local = ncclSuccess;
-    char why[ZN_ERRMSG_MAX] = "";
     struct zn_cumem m;
     if (zn_cumem_find(buf, &m) != 0) {
-        snprintf(why, sizeof(why),
-                 "%p is not exportable cuMem memory (allocate window buffers with ncclMemAlloc)",
-                 buf);
-        local = ncclInvalidUsage;
-    } else {
-        local = zn_transport_p2p.reg(comm->p2p_state, buf, size, &w->reg);
-        if (local != ncclSuccess || !w->reg) {
-            snprintf(why, sizeof(why), "sharing %p with the peers failed: %s", buf,
-                     local != ncclSuccess ? zn_last_error() : "not exportable");
-            if (local == ncclSuccess) local = ncclInvalidUsage;
-        }
+        snprintf(w->why, sizeof(w->why), "rank %d's buffer %p is not exportable cuMem memory",
+                 comm->rank, buf);
+    } else if (zn_transport_p2p.reg(comm->p2p_state, buf, size, &w->reg) != ncclSuccess ||
+               !w->reg) {
+        snprintf(w->why, sizeof(w->why), "rank %d could not share its buffer %p: %s", comm->rank,
+                 buf, zn_last_error());
+        zn_clear_last_error();
+        w->reg = NULL;
     }
     struct where_entry *me = &all[comm->rank];
-    if (local == ncclSuccess) {
+    if (w->reg) {
         const struct zn_reg_entry *e = w->reg;
         uintptr_t off = (uintptr_t)buf - e->base;
         me->ok = 1;
@@ -76,20 +75,23 @@ static ncclResult_t map_peers(struct ncclComm *comm, void *buf, size_t size, str
                                         : (uint64_t)((uintptr_t)e->peer[r] + off);
     }
     ncclResult_t res = zn_boot_allgather(comm->boot, all, sizeof(*all));
-    if (res == ncclSuccess) {
-        for (int r = 0; r < comm->nranks; r++) {
-            if (all[r].ok) continue;
-            res = r == comm->rank ? zn_error(local, ZN_CALL, "ncclCommWindowRegister: %s", why)
-                                  : zn_error(ncclInvalidUsage, ZN_CALL,
-                                             "ncclCommWindowRegister: rank %d could not map its "
-                                             "buffer into its peers (see its log)",
-                                             r);
-            break;
-        }
-    }
-    if (res == ncclSuccess)
+    int bad = -1;
+    for (int r = 0; res == ncclSuccess && r < comm->nranks && bad < 0; r++)
+        if (!all[r].ok) bad = r;
+    if (res == ncclSuccess && bad < 0) {
         for (int r = 0; r < comm->nranks; r++)
             w->view.lsaPtrs[r] = (char *)(uintptr_t)all[r].at[comm->rank];
+    } else if (res == ncclSuccess) {
+        if (!w->why[0])
+            snprintf(w->why, sizeof(w->why), "rank %d could not map its buffer (see its log)", bad);
+        w->unmapped = 1;
+        zn_info(ZN_CALL,
+                "ncclCommWindowRegister: window registered without peer mappings (%s); the "
+                "device API needs window buffers from ncclMemAlloc",
+                w->why);
+        if (w->reg) zn_transport_p2p.dereg(comm->p2p_state, w->reg);
+        w->reg = NULL;
+    }
     free(all);
     return res;
 }
@@ -108,7 +110,7 @@ ncclResult_t zn_devwin_create(struct ncclComm *comm, void *buf, size_t size, voi
                                           .lsaSize = lsa_size,
                                           .zincMagic = ZINC_DEVICE_WINDOW_MAGIC,
                                           .size = size };
-    w->view.lsaPtrs[0] = buf;
+    w->view.lsaPtrs[lsa_rank] = buf;
     ncclResult_t res = ncclSuccess;
     int cur = -1;
     if (comm->kind == ZN_COMM_CUDA) {
