@@ -439,9 +439,9 @@ NCCL_DEVICE_INLINE void *ncclGetResourceBufferLsaMultimemPointer(ncclDevComm con
     return ncclGetResourceBufferMultimemPointer(comm, h, comm.lsaMultimem);
 }
 
-/* The window holding ptr among those registered on the communicator when the device
- * communicator was made (or since: zinc keeps the table up to date), searched by the threads
- * of coop's warp together. ptr must be in a registered window. */
+/* The window holding ptr among the windows registered on the communicator before the device
+ * communicator was made (ncclDevCommCreate copies the list into device memory then), searched
+ * by the threads of coop's warp together. nullptr when ptr is in none of them. */
 template <typename Coop>
 NCCL_DEVICE_INLINE ncclWindow_t ncclFindWindow(Coop coop, ncclDevComm const &comm, void const *ptr)
 {
