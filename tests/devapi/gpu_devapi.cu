@@ -173,7 +173,8 @@ __global__ void gin_kernel(ncclDevComm comm, ncclWindow_t win, int chunk,
     uint64_t counted = gin.readCounter(0);
     ncclBarrierSession<ncclCoopCta> bar(ncclCoopCta(), ncclTeamTagWorld(), gin, 0);
     bar.sync(ncclCoopCta(), cuda::memory_order_acquire, ncclGinFenceLevel::Relaxed);
-    size_t recv = (size_t)chunk * 4, values = recv + (size_t)comm.nRanks * chunk * 4;
+    /* values: 8-byte aligned after the received chunks (chunk is odd). */
+    size_t recv = (size_t)chunk * 4, values = (recv + (size_t)comm.nRanks * chunk * 4 + 7) / 8 * 8;
     /* Warp w puts to peer w: the whole chunk, then a value of its own. */
     int w = threadIdx.x / 32;
     for (int peer = w; peer < comm.nRanks; peer += blockDim.x / 32) {
@@ -197,7 +198,8 @@ __global__ void gin_kernel(ncclDevComm comm, ncclWindow_t win, int chunk,
 static void run_gin(ncclComm_t comm)
 {
     const int chunk = 777; /* odd: the byte tail of the copy too */
-    size_t bytes = (size_t)chunk * 4 * (1 + nranks) + (size_t)nranks * 8;
+    size_t values = ((size_t)chunk * 4 * (1 + nranks) + 7) / 8 * 8;
+    size_t bytes = values + (size_t)nranks * 8;
     bytes = (bytes + 4095) / 4096 * 4096;
     void *buf;
     NCCLCHECK(ncclMemAlloc(&buf, bytes));
@@ -219,7 +221,7 @@ static void run_gin(ncclComm_t comm)
     unsigned long long *result;
     CUDACHECK(cudaMalloc(&result, 2 * sizeof(*result)));
     std::vector<float> send(chunk), recv((size_t)nranks * chunk);
-    std::vector<unsigned long long> values(nranks);
+    std::vector<unsigned long long> vals(nranks);
     for (int round = 0; round < 2; round++) {
         for (int i = 0; i < chunk; i++) send[i] = (float)(rank * 10000 + i + round);
         CUDACHECK(cudaMemcpy(buf, send.data(), chunk * 4, cudaMemcpyHostToDevice));
@@ -231,8 +233,8 @@ static void run_gin(ncclComm_t comm)
         CUDACHECK(cudaMemcpy(got, result, sizeof(got), cudaMemcpyDeviceToHost));
         CUDACHECK(cudaMemcpy(recv.data(), (char *)buf + chunk * 4, recv.size() * 4,
                              cudaMemcpyDeviceToHost));
-        CUDACHECK(cudaMemcpy(values.data(), (char *)buf + (size_t)chunk * 4 * (1 + nranks),
-                             values.size() * 8, cudaMemcpyDeviceToHost));
+        CUDACHECK(
+            cudaMemcpy(vals.data(), (char *)buf + values, vals.size() * 8, cudaMemcpyDeviceToHost));
         EXPECT(got[0] == 6ull * nranks, "round %d: signal grew by %llu, expected %llu", round,
                got[0], 6ull * nranks);
         EXPECT(got[1] == (unsigned long long)nranks, "round %d: counter grew by %llu, expected %d",
@@ -245,8 +247,7 @@ static void run_gin(ncclComm_t comm)
                     EXPECT(0, "round %d: from rank %d, element %d: %g, expected %g", round, r, i,
                            recv[(size_t)r * chunk + i], want);
             }
-            EXPECT(values[r] == 1000ull + r, "round %d: value from rank %d: %llu", round, r,
-                   values[r]);
+            EXPECT(vals[r] == 1000ull + r, "round %d: value from rank %d: %llu", round, r, vals[r]);
         }
         EXPECT(bad == 0, "round %d: %ld wrong elements", round, bad);
     }
