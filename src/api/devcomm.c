@@ -291,23 +291,30 @@ static ncclResult_t build(struct ncclComm *comm, const ncclDevCommRequirements_t
     return ncclSuccess;
 }
 
-ZN_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequirements_t *reqs,
-       ncclDevComm_t *outDevComm)
+/* The collective part of one ncclDevCommCreate, run now or at the end of the caller's group. */
+struct create_call {
+    struct ncclComm *comm;
+    ncclDevCommRequirements_t reqs; /* its lists must live until then, as NCCL's */
+    ncclDevComm_t *out;
+};
+
+static ncclResult_t create_call(void *arg, int run)
 {
-    ZN_CHECK(zn_comm_check(comm, "ncclDevCommCreate"));
-    if (!reqs) return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommCreate: reqs is NULL");
-    if (!outDevComm)
-        return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommCreate: outDevComm is NULL");
-    ZN_CHECK(check_reqs(reqs));
+    struct create_call *cc = arg;
+    struct ncclComm *comm = cc->comm;
+    const ncclDevCommRequirements_t *reqs = &cc->reqs;
+    ncclResult_t res = ncclSuccess;
+    if (!run) {
+        free(cc);
+        return ncclSuccess;
+    }
     int lsa_size, lsa_rank;
     zn_dev_lsa(comm, &lsa_size, &lsa_rank);
     struct plan p;
     make_plan(reqs, lsa_size, &p, 0);
-    /* Host communicators and unservable GIN fail alike on every rank, without a collective. */
-    ZN_CHECK(servable(comm, &p, lsa_size));
     atomic_fetch_add(&comm->busy, 1);
     struct zn_devcomm *d = calloc(1, sizeof(*d));
-    ncclResult_t res = d ? ncclSuccess : zn_error(ncclSystemError, ZN_CALL, "out of memory");
+    if (!d) res = zn_error(ncclSystemError, ZN_CALL, "out of memory");
     res = agree(comm, res, p.units);
     if (res != ncclSuccess) goto out;
     d->comm = comm;
@@ -323,7 +330,7 @@ ZN_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequir
     devcomms = d;
     pthread_mutex_unlock(&devcomm_lock);
     d = NULL;
-    *outDevComm = made;
+    *cc->out = made;
     zn_info(ZN_CALL,
             "comm %p: device communicator made: LSA team %d of %d ranks, %zu bytes of resources, "
             "%d LSA barriers, %d GIN barriers, %d GIN signals, %d counters",
@@ -337,7 +344,30 @@ out:
             free(d);
     }
     atomic_fetch_sub(&comm->busy, 1);
+    free(cc);
     return res;
+}
+
+/* Arguments are checked at the call; inside a group the collective part runs at ncclGroupEnd
+ * (*outDevComm is written then), as nccl-tests creates device communicators in a group. */
+ZN_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequirements_t *reqs,
+       ncclDevComm_t *outDevComm)
+{
+    ZN_CHECK(zn_comm_check(comm, "ncclDevCommCreate"));
+    if (!reqs) return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommCreate: reqs is NULL");
+    if (!outDevComm)
+        return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommCreate: outDevComm is NULL");
+    ZN_CHECK(check_reqs(reqs));
+    int lsa_size, lsa_rank;
+    zn_dev_lsa(comm, &lsa_size, &lsa_rank);
+    struct plan p;
+    make_plan(reqs, lsa_size, &p, 0);
+    /* Host communicators and unservable GIN fail alike on every rank, without a collective. */
+    ZN_CHECK(servable(comm, &p, lsa_size));
+    struct create_call *cc = malloc(sizeof(*cc));
+    if (!cc) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
+    *cc = (struct create_call){ .comm = comm, .reqs = *reqs, .out = outDevComm };
+    return zn_group_defer(comm, create_call, cc);
 }
 
 ZN_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm_t *devComm)

@@ -136,24 +136,52 @@ static ncclResult_t do_register(struct ncclComm *comm, void *buff, size_t size, 
     return ncclSuccess;
 }
 
+/* One registration, run now or at the end of the caller's group (zn_group_defer). */
+struct reg_call {
+    struct ncclComm *comm;
+    void *buff;
+    size_t size;
+    ncclWindow_t *win;
+    int flags;
+};
+
+static ncclResult_t register_call(void *arg, int run)
+{
+    struct reg_call *c = arg;
+    struct ncclComm *comm = c->comm;
+    ncclResult_t res = ncclSuccess;
+    if (!run) goto out;
+    atomic_fetch_add(&comm->busy, 1);
+    struct zn_window *w = NULL;
+    res = do_register(comm, c->buff, c->size, c->flags, &w);
+    if (res == ncclSuccess) {
+        w->next = comm->windows;
+        comm->windows = w;
+        *c->win = (ncclWindow_t)w->dw->handle;
+        zn_info(ZN_CALL, "comm %p: window %p registered (%p, %zu bytes, flags 0x%x)", (void *)comm,
+                (void *)*c->win, c->buff, c->size, (unsigned)c->flags);
+    }
+    atomic_fetch_sub(&comm->busy, 1);
+out:
+    free(c);
+    return res;
+}
+
+/* Inside a group the registration runs at ncclGroupEnd (*win is written then): with one
+ * process driving several GPUs, the ranks' registrations, each waiting for the others, must
+ * run together. */
 ZN_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size,
        ncclWindow_t *win, int winFlags)
 {
     ZN_CHECK(zn_comm_check(comm, "ncclCommWindowRegister"));
     if (!win) return zn_error(ncclInvalidArgument, ZN_CALL, "ncclCommWindowRegister: win is NULL");
     ZN_CHECK(check_state(comm, "ncclCommWindowRegister"));
-    atomic_fetch_add(&comm->busy, 1);
-    struct zn_window *w = NULL;
-    ncclResult_t res = do_register(comm, buff, size, winFlags, &w);
-    if (res == ncclSuccess) {
-        w->next = comm->windows;
-        comm->windows = w;
-        *win = (ncclWindow_t)w->dw->handle;
-        zn_info(ZN_CALL, "comm %p: window %p registered (%p, %zu bytes, flags 0x%x)", (void *)comm,
-                (void *)*win, buff, size, (unsigned)winFlags);
-    }
-    atomic_fetch_sub(&comm->busy, 1);
-    return res;
+    struct reg_call *c = malloc(sizeof(*c));
+    if (!c) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
+    *c = (struct reg_call){
+        .comm = comm, .buff = buff, .size = size, .win = win, .flags = winFlags
+    };
+    return zn_group_defer(comm, register_call, c);
 }
 
 ZN_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win)

@@ -3,6 +3,11 @@
  * zinc's nccl_device.h: argument checks, what a host communicator supports, teams, the
  * requirement helpers' sizes, and window pointers (a host window: an LSA team of one).
  *
+ * Also, within one process: three communicators of one thread (ncclCommInitAll) register two
+ * windows each inside one group. Each registration waits for its peers' (an allgather), so
+ * they can only complete if the group runs them together at ncclGroupEnd; registered one at a
+ * time they would wait for ZINC_TIMEOUT and fail.
+ *
  *   ZINC_DEVICE=host zinc-run -n N devapi_host
  */
 #include <nccl.h>
@@ -183,6 +188,37 @@ int main(void)
     EXPECT_ERR(ncclGetLsaDevicePointer(win, 0, 0, &p), ncclInvalidArgument,
                "not a registered window");
     free(buf);
+
+    /* Windows of several communicators of this thread in one group. */
+    enum { NC = 3 };
+    ncclComm_t all[NC];
+    EXPECT(ncclCommInitAll(all, NC, NULL) == ncclSuccess, "ncclCommInitAll: %s",
+           ncclGetLastError(NULL));
+    char *bufs[NC][2];
+    ncclWindow_t wins[NC][2];
+    memset(wins, 0, sizeof(wins));
+    EXPECT(ncclGroupStart() == ncclSuccess, "ncclGroupStart");
+    for (int c = 0; c < NC; c++)
+        for (int k = 0; k < 2; k++) {
+            bufs[c][k] = aligned_alloc(4096, N);
+            EXPECT(ncclCommWindowRegister(all[c], bufs[c][k], N, &wins[c][k],
+                                          NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess,
+                   "ncclCommWindowRegister in a group: %s", ncclGetLastError(NULL));
+        }
+    EXPECT(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd of the registrations: %s",
+           ncclGetLastError(NULL));
+    for (int c = 0; c < NC; c++)
+        for (int k = 0; k < 2; k++) {
+            p = NULL;
+            EXPECT(wins[c][k] && ncclGetLsaDevicePointer(wins[c][k], 8, 0, &p) == ncclSuccess &&
+                       p == bufs[c][k] + 8,
+                   "comm %d window %d: %p -> %p, expected %p", c, k, (void *)wins[c][k], p,
+                   (void *)(bufs[c][k] + 8));
+            EXPECT(ncclCommWindowDeregister(all[c], wins[c][k]) == ncclSuccess,
+                   "deregister comm %d window %d: %s", c, k, ncclGetLastError(NULL));
+            free(bufs[c][k]);
+        }
+    for (int c = 0; c < NC; c++) ncclCommDestroy(all[c]);
 
     long total = 0;
     if (ncclAllReduce(&failures, &total, 1, ncclInt64, ncclSum, comm, NULL) != ncclSuccess)
