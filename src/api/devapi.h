@@ -1,40 +1,56 @@
 /*
- * The host-side types of NCCL 2.28's device API (the headers under nccl_device/ in NCCL), as far as
- * zinc's stubs need them. zinc does not implement that API (its one-sided connections in zinc.h are
- * the alternative), but a drop-in libnccl.so.2 must export its host functions with the same
- * ABI, so that programs linked against NCCL load and get a clear error instead of a missing
- * symbol.
+ * NCCL 2.28's device API, host side (devcomm.c, devwin.c): the records behind device
+ * communicators and the device view of windows.
  *
- * What the ABI depends on:
- *   - a team is three ints {nRanks, rank, stride} (12 bytes, 4-byte aligned), passed and
- *     returned by value: on x86-64 and aarch64 it travels in two integer registers, which a C
- *     struct of the same three ints reproduces exactly;
- *   - every other type crosses the boundary only through a pointer (requirements, handles,
- *     the device communicator), so incomplete types are enough: zinc never reads or writes
- *     through those pointers.
+ * The public types come from include/nccl_device/core.h, which is plain C for the host: the
+ * structs a program passes (requirements, handles, ncclDevComm) are NCCL's layouts, and the
+ * window record kernels read (struct ncclWindow_vidmem) is zinc's (see that header).
+ *
+ * LSA team. A communicator whose ranks are all on one host with every GPU mapping every other
+ * (the p2p transport's full mode, comm->p2p_state set) has all its ranks in one LSA team;
+ * any other communicator (several hosts, ring mode, host communicators) has LSA teams of one
+ * rank. zinc's p2p layer maps GPU memory only within such a full group, so that is the
+ * largest team whose members' kernels can load and store each other's memory.
  */
 #ifndef ZN_API_DEVAPI_H
 #define ZN_API_DEVAPI_H
 
-#include "nccl.h"
+#include "comm.h"
+#include "nccl_device/core.h"
 
-#include <stdint.h>
+/* The calling rank's LSA team in the communicator: size and rank. */
+void zn_dev_lsa(const struct ncclComm *comm, int *size, int *rank);
 
-/* NCCL's ncclTeam_t. */
-struct zn_dev_team {
-    int nranks;
-    int rank;
-    int stride;
+/* The device view of one window: where each LSA rank's buffer is mapped in this process, and
+ * (cuda communicators) a copy of it in device memory that kernels read through the
+ * ncclWindow_t handle. Host communicators get the record without a device copy. */
+struct zn_devwin {
+    struct ncclComm *comm;
+    void *handle; /* the ncclWindow_t the user holds */
+    struct ncclWindow_vidmem view;
+    struct ncclWindow_vidmem *dev; /* device copy, or NULL */
+    void *reg;                     /* the p2p transport's registration, or NULL */
+    int unmapped;                  /* LSA team > 1 but the buffer is not in the peers */
+    char why[256];                 /* why it is unmapped */
+    struct zn_devwin *next;
 };
-_Static_assert(sizeof(struct zn_dev_team) == 12, "ncclTeam_t is three ints");
-_Static_assert(_Alignof(struct zn_dev_team) == 4, "ncclTeam_t is 4-byte aligned");
 
-/* Opaque to zinc: only pointers to them are passed. */
-struct zn_dev_comm;      /* ncclDevComm_t */
-struct zn_dev_comm_reqs; /* ncclDevCommRequirements_t */
-struct zn_dev_res_reqs;  /* ncclDevResourceRequirements_t */
-struct zn_dev_lsa_barrier_handle;
-struct zn_dev_gin_barrier_handle;
-struct zn_dev_lla2a_handle;
+/* Collective over the communicator (every rank, in the same order, after the window's
+ * arguments were agreed): map buf into every LSA peer and build the record. Fails on every
+ * rank if it fails on one. host_handle is the handle to use when no device copy is made. */
+ncclResult_t zn_devwin_create(struct ncclComm *comm, void *buf, size_t size, void *host_handle,
+                              struct zn_devwin **out);
+/* Local: drop the device copy and the peers' mappings (unmap: 0 when the communicator is
+ * being freed, where peers may be gone and drop their mappings themselves). */
+void zn_devwin_destroy(struct zn_devwin *w, int unmap);
+/* The record whose handle is win, or NULL. */
+struct zn_devwin *zn_devwin_find(const void *win);
+
+/* A copy in device memory of the windows of comm that have a device record, as the chain of
+ * ncclDevCommWindowTable that ncclFindWindow searches (one empty table if there are none). */
+ncclResult_t zn_devwin_table(struct ncclComm *comm, void **out);
+
+/* Free the device communicators still alive on comm (destroy, abort). */
+void zn_devcomms_free(struct ncclComm *comm);
 
 #endif

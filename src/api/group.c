@@ -2,6 +2,8 @@
 #include "util/clock.h"
 #include "util/param.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,8 +25,11 @@ void zn_group_set_error(ncclResult_t err)
     if (grp.depth > 0 && grp.err == ncclSuccess) grp.err = err;
 }
 
+/* Drop what is queued (deferred calls free their arguments). */
 static void group_clear(void)
 {
+    for (int i = 0; i < grp.nops; i++)
+        if (grp.ops && grp.ops[i].kind == ZN_GOP_DEFER) grp.ops[i].fn(grp.ops[i].arg, 0);
     free(grp.ops);
     grp.ops = NULL;
     grp.nops = grp.cap = 0;
@@ -189,8 +194,113 @@ static ncclResult_t run_inits(struct zn_gop *ops, int n)
     return res;
 }
 
+/* --- deferred management calls ----------------------------------------------------------- */
+
+/* The deferred calls of one communicator, run in call order on one thread (they are
+ * collectives over the same bootstrap: never two at once). */
+struct defer_job {
+    struct zn_gop *ops;
+    int n;
+    struct ncclComm *comm;
+    ncclResult_t res;
+    char msg[ZN_ERRMSG_MAX];
+};
+
+static void *defer_thread(void *p)
+{
+    struct defer_job *j = p;
+    j->res = ncclSuccess;
+    for (int i = 0; i < j->n; i++) {
+        struct zn_gop *op = &j->ops[i];
+        if (op->kind != ZN_GOP_DEFER || op->comm != j->comm) continue;
+        if (j->res != ncclSuccess) {
+            op->fn(op->arg, 0);
+            continue;
+        }
+        j->res = op->fn(op->arg, 1);
+        if (j->res != ncclSuccess) snprintf(j->msg, sizeof(j->msg), "%s", zn_last_error());
+    }
+    return NULL;
+}
+
+/* Run the group's deferred calls and remove them from ops; *n becomes the count of the
+ * others. Each communicator's calls run in order on a thread of their own, all communicators
+ * at once (inline when there is one). The first error wins and is this thread's last error
+ * (each was logged where it happened). */
+static ncclResult_t run_deferred(struct zn_gop *ops, int *n)
+{
+    int ncomm = 0, keep = 0;
+    for (int i = 0; i < *n; i++) {
+        if (ops[i].kind != ZN_GOP_DEFER) continue;
+        int first = 1;
+        for (int j = 0; j < i && first; j++)
+            first = !(ops[j].kind == ZN_GOP_DEFER && ops[j].comm == ops[i].comm);
+        ncomm += first;
+    }
+    if (ncomm == 0) return ncclSuccess;
+    struct defer_job *jobs = calloc((size_t)ncomm, sizeof(*jobs));
+    pthread_t *tids = calloc((size_t)ncomm, sizeof(*tids));
+    int *started = calloc((size_t)ncomm, sizeof(*started));
+    ncclResult_t res = ncclSuccess;
+    if (!jobs || !tids || !started) {
+        res = zn_error(ncclSystemError, ZN_CALL, "out of memory for grouped calls");
+        for (int i = 0; i < *n; i++)
+            if (ops[i].kind == ZN_GOP_DEFER) ops[i].fn(ops[i].arg, 0);
+    }
+    int k = 0;
+    for (int i = 0; res == ncclSuccess && i < *n; i++) {
+        if (ops[i].kind != ZN_GOP_DEFER) continue;
+        int first = 1;
+        for (int j = 0; j < k && first; j++) first = jobs[j].comm != ops[i].comm;
+        if (!first) continue;
+        jobs[k] = (struct defer_job){ .ops = ops, .n = *n, .comm = ops[i].comm };
+        if (ncomm == 1)
+            defer_thread(&jobs[k]);
+        else if (pthread_create(&tids[k], NULL, defer_thread, &jobs[k]) == 0)
+            started[k] = 1;
+        else /* here, then: it may wait for a peer's call until ZINC_TIMEOUT, but it ends */
+            defer_thread(&jobs[k]);
+        k++;
+    }
+    for (int j = 0; j < k; j++) {
+        if (started[j]) pthread_join(tids[j], NULL);
+        if (res == ncclSuccess && jobs[j].res != ncclSuccess) {
+            res = jobs[j].res;
+            zn_set_last_error(jobs[j].msg);
+        }
+    }
+    for (int i = 0; i < *n; i++)
+        if (ops[i].kind != ZN_GOP_DEFER) ops[keep++] = ops[i];
+    *n = keep;
+    free(jobs);
+    free(tids);
+    free(started);
+    return res;
+}
+
+ncclResult_t zn_group_defer(struct ncclComm *comm, zn_defer_fn fn, void *arg)
+{
+    struct zn_gop op = { .kind = ZN_GOP_DEFER, .comm = comm, .fn = fn, .arg = arg };
+    if (grp.depth == 0) return fn(arg, 1);
+    if (grp.nops == grp.cap) {
+        int cap = grp.cap ? grp.cap * 2 : 16;
+        struct zn_gop *n = realloc(grp.ops, (size_t)cap * sizeof(*n));
+        if (!n) {
+            fn(arg, 0);
+            zn_group_set_error(ncclSystemError);
+            return zn_error(ncclSystemError, ZN_CALL, "out of memory queueing a group call");
+        }
+        grp.ops = n;
+        grp.cap = cap;
+    }
+    grp.ops[grp.nops++] = op;
+    return ncclSuccess;
+}
+
 static ncclResult_t run_group(struct zn_gop *ops, int n)
 {
+    ncclResult_t dres = run_deferred(ops, &n);
+    if (dres != ncclSuccess || n == 0) return dres;
     int ninit = 0;
     for (int i = 0; i < n; i++) ninit += ops[i].kind == ZN_GOP_INIT;
     if (ninit && ninit != n)
@@ -269,8 +379,9 @@ ZN_API(ncclResult_t, ncclGroupEnd, void)
     if (res != ncclSuccess) {
         /* An argument error inside the group: nothing was issued, every communicator stays
          * usable. Restore the message of that error (later calls may have overwritten it). */
-        for (int i = 0; i < grp.nops; i++)
+        for (int i = 0; i < grp.nops; i++) {
             if (grp.ops[i].kind == ZN_GOP_INIT) zn_comm_set_error(grp.ops[i].comm, res);
+        }
         group_clear();
         return res;
     }
@@ -296,7 +407,9 @@ ZN_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo)
     double us = 0;
     for (int i = 0; i < grp.nops; i++) {
         struct zn_gop *op = &grp.ops[i];
-        if (op->kind == ZN_GOP_INIT || atomic_load(&op->comm->async_err) != ncclSuccess) continue;
+        if (op->kind == ZN_GOP_INIT || op->kind == ZN_GOP_DEFER ||
+            atomic_load(&op->comm->async_err) != ncclSuccess)
+            continue;
         if (op->kind == ZN_GOP_COLL) {
             const struct zn_algo *a =
                 zn_algo_select(&op->comm->actx, &op->a, op->comm->cx.force_algo);

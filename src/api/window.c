@@ -10,11 +10,14 @@
  *   - a symmetric window's buffer starts on an NCCL_WIN_REQUIRED_ALIGNMENT (4096-byte)
  *     boundary, so that the same offset is equally aligned in every rank's window.
  *
- * Host communicators read and write user memory directly, so a window has nothing to map or
- * pin: the handle records the buffer for checks and for deregistration. A handle is accepted
- * only if it is on the communicator's list, so a stale or foreign handle is rejected without
- * being dereferenced. Deregistration is local (no peer is involved in freeing a record).
+ * Every window also gets its device-API view (devwin.c): on a cuda communicator whose GPUs
+ * map each other, the buffer is mapped into every peer and the handle returned is the record
+ * kernels read, in device memory; on a host communicator the handle is the host record below.
+ * A handle is accepted only if it is on the communicator's list, so a stale or foreign handle
+ * is rejected without being dereferenced. Deregistration is local (no peer is involved in
+ * freeing a record).
  */
+#include "devapi.h"
 #include "group.h"
 #include "mgmt.h"
 
@@ -26,6 +29,7 @@ struct zn_window {
     void *buf;
     size_t size;
     int flags;
+    struct zn_devwin *dw; /* the device API's view; its handle is the user's */
     struct zn_window *next;
 };
 
@@ -123,35 +127,68 @@ static ncclResult_t do_register(struct ncclComm *comm, void *buff, size_t size, 
     struct zn_window *w = calloc(1, sizeof(*w));
     if (!w) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
     *w = (struct zn_window){ .comm = comm, .buf = buff, .size = size, .flags = flags };
+    res = zn_devwin_create(comm, buff, size, w, &w->dw);
+    if (res != ncclSuccess) {
+        free(w);
+        return res;
+    }
     *out = w;
     return ncclSuccess;
 }
 
+/* One registration, run now or at the end of the caller's group (zn_group_defer). */
+struct reg_call {
+    struct ncclComm *comm;
+    void *buff;
+    size_t size;
+    ncclWindow_t *win;
+    int flags;
+};
+
+static ncclResult_t register_call(void *arg, int run)
+{
+    struct reg_call *c = arg;
+    struct ncclComm *comm = c->comm;
+    ncclResult_t res = ncclSuccess;
+    if (!run) goto out;
+    atomic_fetch_add(&comm->busy, 1);
+    struct zn_window *w = NULL;
+    res = do_register(comm, c->buff, c->size, c->flags, &w);
+    if (res == ncclSuccess) {
+        w->next = comm->windows;
+        comm->windows = w;
+        *c->win = (ncclWindow_t)w->dw->handle;
+        zn_info(ZN_CALL, "comm %p: window %p registered (%p, %zu bytes, flags 0x%x)", (void *)comm,
+                (void *)*c->win, c->buff, c->size, (unsigned)c->flags);
+    }
+    atomic_fetch_sub(&comm->busy, 1);
+out:
+    free(c);
+    return res;
+}
+
+/* Inside a group the registration runs at ncclGroupEnd (*win is written then): with one
+ * process driving several GPUs, the ranks' registrations, each waiting for the others, must
+ * run together. */
 ZN_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size,
        ncclWindow_t *win, int winFlags)
 {
     ZN_CHECK(zn_comm_check(comm, "ncclCommWindowRegister"));
     if (!win) return zn_error(ncclInvalidArgument, ZN_CALL, "ncclCommWindowRegister: win is NULL");
     ZN_CHECK(check_state(comm, "ncclCommWindowRegister"));
-    atomic_fetch_add(&comm->busy, 1);
-    struct zn_window *w = NULL;
-    ncclResult_t res = do_register(comm, buff, size, winFlags, &w);
-    if (res == ncclSuccess) {
-        w->next = comm->windows;
-        comm->windows = w;
-        *win = (ncclWindow_t)w;
-        zn_info(ZN_CALL, "comm %p: window %p registered (%p, %zu bytes, flags 0x%x)", (void *)comm,
-                (void *)w, buff, size, (unsigned)winFlags);
-    }
-    atomic_fetch_sub(&comm->busy, 1);
-    return res;
+    struct reg_call *c = malloc(sizeof(*c));
+    if (!c) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
+    *c = (struct reg_call){
+        .comm = comm, .buff = buff, .size = size, .win = win, .flags = winFlags
+    };
+    return zn_group_defer(comm, register_call, c);
 }
 
 ZN_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win)
 {
     ZN_CHECK(zn_comm_check(comm, "ncclCommWindowDeregister"));
     struct zn_window **p = &comm->windows;
-    while (*p && (ncclWindow_t)*p != win) p = &(*p)->next;
+    while (*p && (ncclWindow_t)(*p)->dw->handle != win) p = &(*p)->next;
     if (!win || !*p)
         return zn_error(ncclInvalidArgument, ZN_CALL,
                         "ncclCommWindowDeregister: win %p is not a window registered on comm %p "
@@ -159,15 +196,18 @@ ZN_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win
                         (void *)win, (void *)comm);
     struct zn_window *w = *p;
     *p = w->next;
+    zn_devwin_destroy(w->dw, 1);
     free(w);
     return ncclSuccess;
 }
 
 void zn_windows_free(struct ncclComm *c)
 {
+    zn_devcomms_free(c);
     while (c->windows) {
         struct zn_window *w = c->windows;
         c->windows = w->next;
+        zn_devwin_destroy(w->dw, 0);
         free(w);
     }
 }

@@ -1,10 +1,10 @@
 /*
  * compat_devapi: a C++ program built against the reference nccl_device.h (NCCL's device API)
- * and libnccl.so.2, run on zinc. zinc does not implement the device API: the functions that
- * return ncclResult_t must fail with ncclInvalidUsage and a message naming them, and the ones
- * that return a team or an int must return zinc's documented values (src/api/devapi.c). The
- * teams travel by value in registers, so this also checks that zinc's definitions have the
- * reference ABI.
+ * and libnccl.so.2, run on zinc's library on host communicators: the host functions must have
+ * the reference ABI (teams travel by value in registers; requirements and handles through
+ * pointers with the reference layouts). ncclDevCommCreate needs a CUDA communicator, so it
+ * must fail with ncclInvalidUsage naming itself; the requirement helpers must fill the
+ * reference structs as zinc's headers lay the buffers out (src/api/devcomm.c).
  *
  *   LD_LIBRARY_PATH=<zinc>/lib ZINC_DEVICE=host zinc-run -n 3 compat_devapi
  */
@@ -24,12 +24,12 @@ static long failures;
 
 #include "../coll/mp_check.h"
 
-#define EXPECT_UNSUPPORTED(call, name)                                                         \
-    do {                                                                                       \
-        ncclResult_t r_ = (call);                                                              \
-        EXPECT(r_ == ncclInvalidUsage, "%s returned %d, expected ncclInvalidUsage", name, r_); \
-        EXPECT(strstr(ncclGetLastError(NULL), name) != NULL,                                   \
-               "%s: the message does not name it: %s", name, ncclGetLastError(NULL));          \
+#define EXPECT_ERROR(call, want, name)                                                \
+    do {                                                                              \
+        ncclResult_t r_ = (call);                                                     \
+        EXPECT(r_ == (want), "%s returned %d, expected %d", name, r_, (int)(want));   \
+        EXPECT(strstr(ncclGetLastError(NULL), name) != NULL,                          \
+               "%s: the message does not name it: %s", name, ncclGetLastError(NULL)); \
     } while (0)
 
 static int env_int(const char *a, int def)
@@ -55,8 +55,17 @@ int main()
     ncclDevCommRequirements_t reqs;
     memset(&reqs, 0, sizeof(reqs));
     ncclDevComm_t dev;
-    EXPECT_UNSUPPORTED(ncclDevCommCreate(comm, &reqs, &dev), "ncclDevCommCreate");
-    EXPECT_UNSUPPORTED(ncclDevCommDestroy(comm, &dev), "ncclDevCommDestroy");
+    EXPECT_ERROR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidUsage, "ncclDevCommCreate");
+    EXPECT(strstr(ncclGetLastError(NULL), "host communicator") != NULL,
+           "ncclDevCommCreate on a host communicator: %s", ncclGetLastError(NULL));
+    reqs.lsaMultimem = true;
+    EXPECT_ERROR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidUsage, "multimem");
+    reqs.lsaMultimem = false;
+    reqs.ginCounterCount = -1;
+    EXPECT_ERROR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidArgument, "ginCounterCount");
+    reqs.ginCounterCount = 0;
+    memset(&dev, 0, sizeof(dev));
+    EXPECT_ERROR(ncclDevCommDestroy(comm, &dev), ncclInvalidArgument, "ncclDevCommDestroy");
 
     ncclTeam_t world = ncclTeamWorld(comm), lsa = ncclTeamLsa(comm), rail = ncclTeamRail(comm);
     EXPECT(world.nRanks == nranks && world.rank == rank && world.stride == 1,
@@ -86,11 +95,22 @@ int main()
     ncclLsaBarrierHandle_t lsah;
     ncclGinBarrierHandle_t ginh;
     ncclLLA2AHandle_t llh;
-    EXPECT_UNSUPPORTED(ncclLsaBarrierCreateRequirement(lsa, 1, &lsah, &res),
-                       "ncclLsaBarrierCreateRequirement");
-    EXPECT_UNSUPPORTED(ncclGinBarrierCreateRequirement(comm, rail, 1, &ginh, &res),
-                       "ncclGinBarrierCreateRequirement");
-    EXPECT_UNSUPPORTED(ncclLLA2ACreateRequirement(1, 20, &llh, &res), "ncclLLA2ACreateRequirement");
+    EXPECT(ncclLsaBarrierCreateRequirement(lsa, 3, &lsah, &res) == ncclSuccess &&
+               res.bufferSize == 3 * 2 * 4 && res.outBufferHandle == &lsah.bufHandle &&
+               lsah.nBarriers == 3,
+           "ncclLsaBarrierCreateRequirement: %zu bytes, %d barriers", res.bufferSize,
+           lsah.nBarriers);
+    EXPECT(ncclGinBarrierCreateRequirement(comm, rail, 2, &ginh, &res) == ncclSuccess &&
+               res.bufferSize == 8 && res.ginSignalCount == 2 &&
+               res.outGinSignalStart == &ginh.signal0 && res.outBufferHandle == &ginh.bufHandle,
+           "ncclGinBarrierCreateRequirement: %zu bytes, %d signals", res.bufferSize,
+           res.ginSignalCount);
+    EXPECT(ncclLLA2ACreateRequirement(1, 20, &llh, &res) == ncclSuccess &&
+               res.bufferSize == 41 * 16 && llh.nSlots == 20 &&
+               res.outBufferHandle == &llh.bufHandle,
+           "ncclLLA2ACreateRequirement: %zu bytes, %u slots", res.bufferSize, llh.nSlots);
+    EXPECT_ERROR(ncclLsaBarrierCreateRequirement(lsa, -1, &lsah, &res), ncclInvalidArgument,
+                 "ncclLsaBarrierCreateRequirement");
 
     long total = 0;
     if (ncclAllReduce(&failures, &total, 1, ncclInt64, ncclSum, comm, NULL) != ncclSuccess)

@@ -1,0 +1,316 @@
+/*
+ * nccl_device/gin.h -- GPU-initiated networking (GIN) of NCCL 2.28's device API, as zinc
+ * serves it: within the LSA team, by the GPU's own loads, stores and system-scope atomics
+ * through zinc's p2p mappings.
+ *
+ *   put(team, peer, dst, src, bytes, SignalInc/SignalAdd, CounterInc, coop)
+ *     the coop's threads copy bytes from this rank's src window into peer's dst window; then
+ *     one thread fences (the payload is visible system-wide first) and adds to signal s of
+ *     peer; CounterInc then adds one to this rank's counter: the source may be reused.
+ *   signal(team, peer, action)          the signal update alone, after a fence
+ *   readSignal / waitSignal / shadows   this rank's signals, as peers updated them
+ *   flush(coop)                         puts are finished when put returns: a fence
+ *
+ * Signals and counters are 64-bit words in the device communicator's resource window
+ * (ncclDevComm.ginHandles[0] / [1] are this rank's arrays); a peer's signal is the same word
+ * of the peer's resource buffer. ncclDevCommCreate fails when GIN is asked for and some rank
+ * is outside the caller's LSA team (zinc does not yet carry GIN over its nets).
+ */
+#ifndef ZINC_NCCL_DEVICE_GIN_H_
+#define ZINC_NCCL_DEVICE_GIN_H_
+#include "core.h"
+#include "ptr.h"
+
+#define NCCL_GIN_PROXY_ENABLE     1
+#define NCCL_GIN_GDAKI_ENABLE     0
+#define NCCL_GIN_BACKEND_MASK_ALL (1u << (unsigned)NCCL_NET_DEVICE_GIN_PROXY)
+
+#if __cplusplus
+/* The space a caller may give put() in shared memory for a descriptor (unused by zinc). */
+struct ncclGinDescriptorSmem {
+    alignas(16) char space[64];
+};
+
+/* Completion actions of put() and signal(). */
+struct ncclGin_None {
+};
+struct ncclGin_SignalAdd {
+    ncclGinSignal_t signal;
+    uint64_t value;
+};
+/* +1; for one signal, do not mix with SignalAdd between two resetSignal() calls. */
+struct ncclGin_SignalInc {
+    ncclGinSignal_t signal;
+};
+struct ncclGin_CounterInc {
+    ncclGinCounter_t counter;
+};
+struct ncclGin_DescriptorSmem {
+    ncclGinDescriptorSmem *descriptor;
+};
+#endif
+
+#if __CUDACC__
+template <unsigned backendMask> struct ncclGin_BackendMask;
+template <ncclNetDeviceType backend>
+using ncclGin_BackendOne = ncclGin_BackendMask<(1u << (int)backend)>;
+using ncclGin = ncclGin_BackendMask<NCCL_GIN_BACKEND_MASK_ALL>;
+
+/* Copy bytes with the threads of coop: 16-byte words where both ends allow it. */
+template <typename Coop>
+NCCL_DEVICE_INLINE void zincGinCopy(Coop coop, char *dst, char const *src, size_t bytes)
+{
+    size_t done = 0;
+    if ((((uintptr_t)dst | (uintptr_t)src) & 15) == 0) {
+        size_t n16 = bytes / 16;
+        for (size_t i = coop.thread_rank(); i < n16; i += coop.size())
+            ((uint4 *)dst)[i] = ((uint4 const *)src)[i];
+        done = n16 * 16;
+    }
+    for (size_t i = done + coop.thread_rank(); i < bytes; i += coop.size()) dst[i] = src[i];
+}
+
+NCCL_DEVICE_INLINE uint64_t zincGinMask(int bits)
+{
+    return bits >= 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+}
+
+template <unsigned backendMask> struct ncclGin_BackendMask {
+    ncclDevComm const &comm;
+    uint32_t nContexts : 8, contextId : 8, _ginBackend : 8;
+    void *_ginHandle;         /* this rank's signal array */
+    uint64_t *_signalShadows; /* this rank's shadows */
+
+    NCCL_DEVICE_INLINE ncclGin_BackendMask(ncclDevComm const &comm, int contextIndex)
+        : comm(comm), nContexts(comm.ginContextCount), contextId(0), _ginBackend(comm.ginTypes[0]),
+          _ginHandle(comm.ginHandles[0]), _signalShadows(comm.ginSignalShadows)
+    {
+        /* One context: every index maps to it. */
+        (void)contextIndex;
+    }
+
+    NCCL_DEVICE_INLINE uint64_t *_signals() const
+    {
+        return (uint64_t *)_ginHandle;
+    }
+    NCCL_DEVICE_INLINE uint64_t *_counters() const
+    {
+        return (uint64_t *)comm.ginHandles[1];
+    }
+    /* Signal s of team member peer, as this GPU maps it. */
+    NCCL_DEVICE_INLINE uint64_t *_peerSignal(ncclTeam team, int peer, ncclGinSignal_t s) const
+    {
+        ncclWindow_t w = comm.resourceWindow;
+        size_t off = (size_t)((char *)_ginHandle - w->lsaFlatBase);
+        int lsa = comm.lsaRank + (peer - team.rank) * team.stride;
+        return (uint64_t *)(w->lsaPtrs[lsa] + off) + s;
+    }
+
+    NCCL_DEVICE_INLINE void _remote(ncclTeam team, int peer, ncclGin_None) const {}
+    NCCL_DEVICE_INLINE void _remote(ncclTeam team, int peer, ncclGin_SignalInc a) const
+    {
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*_peerSignal(team, peer, a.signal))
+            .fetch_add(1, cuda::memory_order_release);
+    }
+    NCCL_DEVICE_INLINE void _remote(ncclTeam team, int peer, ncclGin_SignalAdd a) const
+    {
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*_peerSignal(team, peer, a.signal))
+            .fetch_add(a.value, cuda::memory_order_release);
+    }
+    NCCL_DEVICE_INLINE void _local(ncclGin_None) const {}
+    NCCL_DEVICE_INLINE void _local(ncclGin_CounterInc a) const
+    {
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(_counters()[a.counter])
+            .fetch_add(1, cuda::memory_order_release);
+    }
+
+    /* After the coop's stores: one thread publishes them and runs the actions. */
+    template <typename RemoteAction, typename LocalAction, typename Coop>
+    NCCL_DEVICE_INLINE void _complete(ncclTeam team, int peer, RemoteAction ra, LocalAction la,
+                                      Coop coop) const
+    {
+        coop.sync();
+        if (coop.thread_rank() == 0) {
+            __threadfence_system();
+            _remote(team, peer, ra);
+            _local(la);
+        }
+        coop.sync();
+    }
+
+    template <typename RemoteAction = ncclGin_None, typename LocalAction = ncclGin_None,
+              typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
+    NCCL_DEVICE_INLINE void
+    put(ncclTeam team, int peer, ncclWindow_t dstWnd, size_t dstOffset, ncclWindow_t srcWnd,
+        size_t srcOffset, size_t bytes, RemoteAction remoteAction = ncclGin_None{},
+        LocalAction localAction = ncclGin_None{}, Coop coop = ncclCoopThread{},
+        DescriptorSmem descriptor = ncclGin_None{},
+        cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
+        cuda::thread_scope expected_scope = cuda::thread_scope_device) const
+    {
+        char *dst = (char *)ncclGetPeerPointer(dstWnd, dstOffset, team, peer);
+        char const *src = (char const *)ncclGetLocalPointer(srcWnd, srcOffset);
+        zincGinCopy(coop, dst, src, bytes);
+        _complete(team, peer, remoteAction, localAction, coop);
+    }
+
+    template <typename T, typename RemoteAction = ncclGin_None, typename LocalAction = ncclGin_None,
+              typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
+    NCCL_DEVICE_INLINE void
+    put(ncclTeam team, int peer, ncclSymPtr<T> dstElts, ncclSymPtr<T> srcElts, size_t nElts,
+        RemoteAction remoteAction = ncclGin_None{}, LocalAction localAction = ncclGin_None{},
+        Coop coop = ncclCoopThread{}, DescriptorSmem descriptor = ncclGin_None{},
+        cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
+        cuda::thread_scope expected_scope = cuda::thread_scope_device) const
+    {
+        put(team, peer, dstElts.window, dstElts.offset, srcElts.window, srcElts.offset,
+            nElts * sizeof(T), remoteAction, localAction, coop, descriptor, alreadyReleased,
+            expected_scope);
+    }
+
+    template <typename T, typename RemoteAction = ncclGin_None, typename Coop = ncclCoopThread,
+              typename DescriptorSmem = ncclGin_None>
+    NCCL_DEVICE_INLINE void
+    putValue(ncclTeam team, int peer, ncclWindow_t dstWnd, size_t dstOffset, T value,
+             RemoteAction remoteAction = ncclGin_None{}, Coop coop = ncclCoopThread{},
+             DescriptorSmem descriptor = ncclGin_None{},
+             cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
+             cuda::thread_scope expected_scope = cuda::thread_scope_device) const
+    {
+        static_assert(sizeof(T) <= 8, "putValue carries at most 8 bytes");
+        if (coop.thread_rank() == 0)
+            *(volatile T *)ncclGetPeerPointer(dstWnd, dstOffset, team, peer) = value;
+        _complete(team, peer, remoteAction, ncclGin_None{}, coop);
+    }
+
+    template <typename T, typename RemoteAction = ncclGin_None, typename Coop = ncclCoopThread,
+              typename DescriptorSmem = ncclGin_None>
+    NCCL_DEVICE_INLINE void
+    putValue(ncclTeam team, int peer, ncclSymPtr<T> dst, T value,
+             RemoteAction remoteAction = ncclGin_None{}, Coop coop = ncclCoopThread{},
+             DescriptorSmem descriptor = ncclGin_None{},
+             cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
+             cuda::thread_scope expected_scope = cuda::thread_scope_device) const
+    {
+        putValue(team, peer, dst.window, dst.offset, value, remoteAction, coop, descriptor,
+                 alreadyReleased, expected_scope);
+    }
+
+    template <typename RemoteAction, typename Coop = ncclCoopThread,
+              typename DescriptorSmem = ncclGin_None>
+    NCCL_DEVICE_INLINE void
+    signal(ncclTeam team, int peer, RemoteAction remoteAction, Coop coop = ncclCoopThread(),
+           DescriptorSmem descriptor = ncclGin_None{},
+           cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
+           cuda::thread_scope expected_scope = cuda::thread_scope_device) const
+    {
+        _complete(team, peer, remoteAction, ncclGin_None{}, coop);
+    }
+
+    /* The copies of put() are done when it returns; what remains is ordering. */
+    template <typename Coop>
+    NCCL_DEVICE_INLINE void flush(Coop coop,
+                                  cuda::memory_order ord = cuda::memory_order_acquire) const
+    {
+        coop.sync();
+        __threadfence_system();
+    }
+
+    NCCL_DEVICE_INLINE uint64_t
+    readCounter(ncclGinCounter_t counter, int bits = 56,
+                cuda::memory_order ord = cuda::memory_order_acquire) const
+    {
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_device> c(_counters()[counter]);
+        return c.load(ord) & zincGinMask(bits);
+    }
+
+    template <typename Coop>
+    NCCL_DEVICE_INLINE void waitCounter(Coop coop, ncclGinCounter_t counter, uint64_t least,
+                                        int bits = 56,
+                                        cuda::memory_order ord = cuda::memory_order_acquire) const
+    {
+        if (coop.thread_rank() == 0)
+            while (!nccl::utility::rollingLessEq<uint64_t>(least, readCounter(counter, bits, ord),
+                                                           bits)) {
+            }
+        coop.sync();
+    }
+
+    NCCL_DEVICE_INLINE uint64_t *getSignalShadowPtr(ncclGinSignal_t signal) const
+    {
+        return _signalShadows + signal;
+    }
+
+    NCCL_DEVICE_INLINE void increaseSignalShadow(ncclGinSignal_t signal, uint64_t delta) const
+    {
+        _signalShadows[signal] += delta;
+    }
+
+    NCCL_DEVICE_INLINE uint64_t
+    readSignal(ncclGinSignal_t signal, int bits = 64,
+               cuda::memory_order ord = cuda::memory_order_acquire) const
+    {
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_system> s(_signals()[signal]);
+        return s.load(ord) & zincGinMask(bits);
+    }
+
+    template <typename Coop>
+    NCCL_DEVICE_INLINE void waitSignal(Coop coop, ncclGinSignal_t signal, uint64_t least,
+                                       int bits = 64,
+                                       cuda::memory_order ord = cuda::memory_order_acquire) const
+    {
+        if (coop.thread_rank() == 0)
+            while (!nccl::utility::rollingLessEq<uint64_t>(least & zincGinMask(bits),
+                                                           readSignal(signal, bits, ord), bits)) {
+            }
+        coop.sync();
+    }
+
+    template <typename Coop>
+    NCCL_DEVICE_INLINE void
+    waitSignalMeetShadow(Coop coop, ncclGinSignal_t signal, int bits = 64,
+                         cuda::memory_order ord = cuda::memory_order_acquire) const
+    {
+        waitSignal(coop, signal, *getSignalShadowPtr(signal), bits, ord);
+    }
+
+    template <typename Coop, typename Uint>
+    NCCL_DEVICE_INLINE void
+    waitSignalFollowShadow(Coop coop, ncclGinSignal_t signal, Uint leastDelta, Uint *before,
+                           Uint *delta, int bits = 64,
+                           cuda::memory_order ord = cuda::memory_order_acquire) const
+    {
+        struct Seen {
+            uint64_t shadow, now;
+        } seen = { 0, 0 };
+        if (coop.thread_rank() == 0) {
+            seen.shadow = *getSignalShadowPtr(signal);
+            uint64_t want = (seen.shadow + (uint64_t)leastDelta) & zincGinMask(bits);
+            do {
+                seen.now = readSignal(signal, bits, ord);
+            } while (!nccl::utility::rollingLessEq<uint64_t>(want, seen.now, bits));
+        }
+        seen = ncclCoopBcast(coop, seen, 0);
+        *before = (Uint)seen.shadow;
+        *delta = (Uint)((seen.now - seen.shadow) & zincGinMask(bits));
+        coop.sync();
+        if (coop.thread_rank() == 0) *getSignalShadowPtr(signal) = seen.now;
+        coop.sync();
+    }
+
+    NCCL_DEVICE_INLINE void resetCounter(ncclGinCounter_t counter) const
+    {
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(_counters()[counter])
+            .store(0, cuda::memory_order_relaxed);
+    }
+
+    NCCL_DEVICE_INLINE void resetSignal(ncclGinSignal_t signal) const
+    {
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(_signals()[signal])
+            .store(0, cuda::memory_order_relaxed);
+        _signalShadows[signal] = 0;
+    }
+};
+#endif /* __CUDACC__ */
+
+#endif

@@ -1,0 +1,578 @@
+/*
+ * NCCL 2.28's device API, host side: device communicators (ncclDevCommCreate / Destroy),
+ * teams, the requirement helpers of barriers and the LL all-to-all, and
+ * ncclCommQueryProperties.
+ *
+ * A device communicator owns one resource arena per rank, mapped by every LSA peer (a p2p
+ * arena, as the collectives' arenas are made), seen by kernels as the resource window. Its
+ * layout, in 128-byte units (a ncclDevResourceHandle is an offset in units):
+ *
+ *   LSA barriers      max(lsaBarrierCount, barrierCount) of them, for comm.lsaBarrier
+ *   rail GIN barriers epochs of max(railGinBarrierCount, barrierCount), for comm.railGinBarrier
+ *   user buffers      each ncclDevResourceRequirements of the list, at its alignment
+ *   GIN signals       uint64 each: ginSignalCount (ids 0..), then the rail barriers', then the
+ *                     list's, in order
+ *   GIN counters      uint64 each, the same way
+ *   signal shadows    uint64 per signal (local use only)
+ *
+ * GIN is served within the LSA team by loads, stores and atomics (nccl_device/gin.h). A device
+ * communicator that asks for GIN while some rank is outside the caller's LSA team (several
+ * hosts, GPUs that do not all map each other) is refused: zinc does not yet carry GIN
+ * requests over its nets. Multicast (lsaMultimem, team multimem) is refused: zinc never
+ * uses NVLink multicast.
+ */
+#include "devapi.h"
+#include "group.h"
+#include "transport/p2p.h"
+#include "util/cuda.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define UNIT 128 /* bytes per resource handle step */
+
+struct zn_devcomm {
+    struct ncclComm *comm;
+    struct zn_p2p *p2p;               /* the arena, mapped by the LSA peers (LSA team > 1) */
+    void *plain;                      /* the arena (LSA team of one) */
+    struct ncclWindow_vidmem *reswin; /* device copy of the resource window's record */
+    void *table;                      /* device copy of the window tables */
+    struct zn_devcomm *next;
+};
+
+static pthread_mutex_t devcomm_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct zn_devcomm *devcomms;
+
+static uint32_t rcp32(uint32_t y)
+{
+    return y <= 1 ? 0xffffffffu : (uint32_t)((1ull << 32) / y);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Layout                                                                                      */
+
+struct plan {
+    size_t units; /* cursor */
+    int lsa_bars, gin_bars;
+    uint32_t lsa_bar_buf, gin_bar_buf;
+    int nsignals, ncounters;
+    uint32_t signals, counters, shadows; /* handles of the arrays */
+    int gin;                             /* GIN asked for */
+};
+
+static uint32_t take(struct plan *p, size_t bytes, size_t align)
+{
+    size_t a = align > UNIT ? align / UNIT : 1;
+    p->units = (p->units + a - 1) / a * a;
+    uint32_t h = (uint32_t)p->units;
+    p->units += (bytes + UNIT - 1) / UNIT;
+    return h;
+}
+
+static ncclResult_t check_reqs(const ncclDevCommRequirements_t *r)
+{
+    const char *fn = "ncclDevCommCreate";
+    struct {
+        const char *name;
+        int v;
+    } counts[] = { { "barrierCount", r->barrierCount },
+                   { "lsaBarrierCount", r->lsaBarrierCount },
+                   { "railGinBarrierCount", r->railGinBarrierCount },
+                   { "lsaLLA2ABlockCount", r->lsaLLA2ABlockCount },
+                   { "lsaLLA2ASlotCount", r->lsaLLA2ASlotCount },
+                   { "ginContextCount", r->ginContextCount },
+                   { "ginSignalCount", r->ginSignalCount },
+                   { "ginCounterCount", r->ginCounterCount } };
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+        if (counts[i].v < 0)
+            return zn_error(ncclInvalidArgument, ZN_CALL, "%s: reqs->%s is %d (must be >= 0)", fn,
+                            counts[i].name, counts[i].v);
+    if (r->lsaMultimem)
+        return zn_error(ncclInvalidUsage, ZN_CALL,
+                        "%s: reqs->lsaMultimem: multimem (NVLink multicast) is not supported by "
+                        "zinc; use LSA pointers (ncclGetLsaPointer) instead",
+                        fn);
+    int n = 0;
+    for (const ncclTeamRequirements_t *t = r->teamRequirementsList; t; t = t->next, n++) {
+        if (n > 4096)
+            return zn_error(ncclInvalidArgument, ZN_CALL,
+                            "%s: reqs->teamRequirementsList has a cycle", fn);
+        if (t->multimem)
+            return zn_error(ncclInvalidUsage, ZN_CALL,
+                            "%s: team requirement %d asks for multimem (NVLink multicast), which "
+                            "zinc does not support",
+                            fn, n);
+    }
+    n = 0;
+    for (const ncclDevResourceRequirements_t *q = r->resourceRequirementsList; q;
+         q = q->next, n++) {
+        if (n > 4096)
+            return zn_error(ncclInvalidArgument, ZN_CALL,
+                            "%s: reqs->resourceRequirementsList has a cycle", fn);
+        if (q->ginSignalCount < 0 || q->ginCounterCount < 0)
+            return zn_error(ncclInvalidArgument, ZN_CALL,
+                            "%s: resource requirement %d has ginSignalCount %d, ginCounterCount "
+                            "%d (must be >= 0)",
+                            fn, n, q->ginSignalCount, q->ginCounterCount);
+        if (q->bufferAlign & (q->bufferAlign - 1))
+            return zn_error(ncclInvalidArgument, ZN_CALL,
+                            "%s: resource requirement %d has bufferAlign %zu (not a power of two)",
+                            fn, n, q->bufferAlign);
+        if (q->bufferAlign > 4096 || q->bufferSize > ((size_t)1 << 40))
+            return zn_error(ncclInvalidArgument, ZN_CALL,
+                            "%s: resource requirement %d: bufferSize %zu / bufferAlign %zu too "
+                            "large (alignment up to 4096)",
+                            fn, n, q->bufferSize, q->bufferAlign);
+    }
+    return ncclSuccess;
+}
+
+/* The layout for r. With commit set (after success), also write the handles and first
+ * signal/counter ids that the requirement list asks for: the same walk, so the same values. */
+static void make_plan(const ncclDevCommRequirements_t *r, int lsa_size, struct plan *p, int commit)
+{
+    memset(p, 0, sizeof(*p));
+    p->lsa_bars = r->lsaBarrierCount > r->barrierCount ? r->lsaBarrierCount : r->barrierCount;
+    p->gin_bars =
+        r->railGinBarrierCount > r->barrierCount ? r->railGinBarrierCount : r->barrierCount;
+    p->gin =
+        r->ginForceEnable || r->ginSignalCount > 0 || r->ginCounterCount > 0 || p->gin_bars > 0;
+    /* Built-in LSA barriers: epochs, then an inbox per barrier and sender (lsa_barrier.h). */
+    p->lsa_bar_buf = take(p, (size_t)p->lsa_bars * (1 + (size_t)lsa_size) * 4, 16);
+    p->gin_bar_buf = take(p, (size_t)p->gin_bars * 4, 16);
+    int sig = r->ginSignalCount + p->gin_bars, cnt = r->ginCounterCount;
+    for (const ncclDevResourceRequirements_t *q = r->resourceRequirementsList; q; q = q->next) {
+        uint32_t h = take(p, q->bufferSize, q->bufferAlign);
+        if (commit && q->outBufferHandle) *q->outBufferHandle = h;
+        if (commit && q->outGinSignalStart) *q->outGinSignalStart = (ncclGinSignal_t)sig;
+        if (commit && q->outGinCounterStart) *q->outGinCounterStart = (ncclGinCounter_t)cnt;
+        sig += q->ginSignalCount;
+        cnt += q->ginCounterCount;
+        if (q->ginSignalCount > 0 || q->ginCounterCount > 0) p->gin = 1;
+    }
+    p->nsignals = sig;
+    p->ncounters = cnt;
+    p->signals = take(p, (size_t)p->nsignals * 8, 8);
+    p->counters = take(p, (size_t)p->ncounters * 8, 8);
+    p->shadows = take(p, (size_t)p->nsignals * 8, 8);
+    if (p->units == 0) p->units = 1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Create / destroy                                                                            */
+
+static void devcomm_free(struct zn_devcomm *d)
+{
+    if (!d) return;
+    if (d->comm->kind == ZN_COMM_CUDA) {
+        int cur = zn_cuda_current_device();
+        if (cur != d->comm->cuda_dev) zn_cuda_set_device(d->comm->cuda_dev);
+        zn_cuda_device_sync(); /* no kernel of this rank still uses what is freed below */
+        if (d->table) zn_cuda_free(d->table);
+        if (d->reswin) zn_cuda_free(d->reswin);
+        if (d->plain) zn_cuda_free(d->plain);
+        zn_p2p_destroy(d->p2p);
+        if (cur >= 0 && cur != d->comm->cuda_dev) zn_cuda_set_device(cur);
+    }
+    free(d);
+}
+
+/* What every rank allgathers before allocating, so that all agree or all fail. */
+struct verdict {
+    uint64_t units;
+    int32_t problem; /* 0, or the rank's error code */
+    int32_t pad;
+};
+
+static ncclResult_t agree(struct ncclComm *comm, ncclResult_t mine, uint64_t units)
+{
+    struct verdict *all = calloc((size_t)comm->nranks, sizeof(*all));
+    if (!all) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
+    all[comm->rank] = (struct verdict){ .units = units, .problem = (int32_t)mine };
+    char mine_msg[ZN_ERRMSG_MAX];
+    snprintf(mine_msg, sizeof(mine_msg), "%s", mine != ncclSuccess ? zn_last_error() : "");
+    ncclResult_t res = zn_boot_allgather(comm->boot, all, sizeof(*all));
+    for (int r = 0; res == ncclSuccess && r < comm->nranks; r++) {
+        if (all[r].problem != ncclSuccess)
+            res = r == comm->rank ? zn_error(mine, ZN_CALL, "%s", mine_msg)
+                                  : zn_error((ncclResult_t)all[r].problem, ZN_CALL,
+                                             "ncclDevCommCreate: rank %d failed (see its log)", r);
+        else if (all[r].units != all[0].units)
+            res = zn_error(ncclInvalidUsage, ZN_CALL,
+                           "ncclDevCommCreate: the requirements differ between ranks: rank 0 "
+                           "needs %llu bytes of resources, rank %d %llu",
+                           (unsigned long long)all[0].units * UNIT, r,
+                           (unsigned long long)all[r].units * UNIT);
+    }
+    free(all);
+    return res;
+}
+
+/* What this rank can serve; ncclSuccess or an error already logged. Every rank reaches the
+ * same answer from the same facts (kind, LSA team, requirements). */
+static ncclResult_t servable(struct ncclComm *comm, const struct plan *p, int lsa_size)
+{
+    if (comm->kind != ZN_COMM_CUDA)
+        return zn_error(ncclInvalidUsage, ZN_CALL,
+                        "ncclDevCommCreate: comm %p is a host communicator; the device API needs "
+                        "a CUDA communicator (one GPU per rank)",
+                        (void *)comm);
+    if (p->gin && lsa_size < comm->nranks)
+        return zn_error(ncclInvalidUsage, ZN_CALL,
+                        "ncclDevCommCreate: GIN (ginSignalCount, ginCounterCount, GIN barriers, "
+                        "barrierCount or ginForceEnable) is served by zinc only among ranks whose "
+                        "GPUs map each other's memory; rank %d's LSA team has %d of the %d ranks "
+                        "(ranks on other hosts or GPUs without peer access). Use LSA barriers "
+                        "and pointers, or the collective API",
+                        comm->rank, lsa_size, comm->nranks);
+    return ncclSuccess;
+}
+
+static ncclResult_t build(struct ncclComm *comm, const ncclDevCommRequirements_t *reqs,
+                          const struct plan *p, int lsa_size, int lsa_rank, struct zn_devcomm *d,
+                          ncclDevComm_t *out)
+{
+    size_t bytes = p->units * UNIT;
+    char *base;
+    struct ncclWindow_vidmem view = { .lsaRank = lsa_rank,
+                                      .worldRank = comm->rank,
+                                      .lsaSize = lsa_size,
+                                      .zincMagic = ZINC_DEVICE_WINDOW_MAGIC,
+                                      .size = bytes };
+    if (lsa_size > 1) {
+        uint8_t want[ZN_P2P_MAX_COMM];
+        memset(want, 1, sizeof(want));
+        ZN_CHECK(zn_p2p_create(&comm->tctx, comm->cuda_dev, bytes, want, &d->p2p));
+        for (int r = 0; r < lsa_size; r++) view.lsaPtrs[r] = d->p2p->peer[r];
+        base = d->p2p->peer[comm->rank];
+    } else {
+        ZN_CHECK(zn_cuda_malloc(&d->plain, bytes, "device communicator resources"));
+        ZN_CHECK(zn_cuda_memset(d->plain, 0, bytes));
+        base = d->plain;
+        view.lsaPtrs[0] = base;
+    }
+    view.lsaFlatBase = base;
+    void *dev = NULL;
+    ZN_CHECK(zn_cuda_malloc(&dev, sizeof(view), "resource window record"));
+    d->reswin = dev;
+    ZN_CHECK(zn_cuda_memcpy_htod(d->reswin, &view, sizeof(view)));
+    ZN_CHECK(zn_devwin_table(comm, &d->table));
+
+    ncclDevComm_t c;
+    memset(&c, 0, sizeof(c));
+    c.rank = comm->rank;
+    c.nRanks = comm->nranks;
+    c.nRanks_rcp32 = rcp32((uint32_t)comm->nranks);
+    c.lsaRank = lsa_rank;
+    c.lsaSize = lsa_size;
+    c.lsaSize_rcp32 = rcp32((uint32_t)lsa_size);
+    c.windowTable = d->table;
+    c.resourceWindow = d->reswin;
+    c.resourceWindow_inlined.lsaFlatBase = base;
+    c.resourceWindow_inlined.lsaRank = lsa_rank;
+    c.resourceWindow_inlined.worldRank = comm->rank;
+    c.lsaBarrier =
+        (ncclLsaBarrierHandle_t){ .bufHandle = p->lsa_bar_buf, .nBarriers = p->lsa_bars };
+    c.railGinBarrier = (ncclGinBarrierHandle_t){ .signal0 = (ncclGinSignal_t)reqs->ginSignalCount,
+                                                 .bufHandle = p->gin_bar_buf };
+    c.ginContextCount = 1;
+    c.ginTypes[0] = NCCL_NET_DEVICE_HOST;
+    c.ginHandles[0] = base + (size_t)p->signals * UNIT;
+    c.ginHandles[1] = base + (size_t)p->counters * UNIT;
+    c.ginSignalBase = 0;
+    c.ginSignalCount = reqs->ginSignalCount;
+    c.ginCounterBase = 0;
+    c.ginCounterCount = reqs->ginCounterCount;
+    c.ginSignalShadows = (uint64_t *)(base + (size_t)p->shadows * UNIT);
+    *out = c;
+    return ncclSuccess;
+}
+
+/* The collective part of one ncclDevCommCreate, run now or at the end of the caller's group. */
+struct create_call {
+    struct ncclComm *comm;
+    ncclDevCommRequirements_t reqs; /* its lists must live until then, as NCCL's */
+    ncclDevComm_t *out;
+};
+
+static ncclResult_t create_call(void *arg, int run)
+{
+    struct create_call *cc = arg;
+    struct ncclComm *comm = cc->comm;
+    const ncclDevCommRequirements_t *reqs = &cc->reqs;
+    ncclResult_t res = ncclSuccess;
+    if (!run) {
+        free(cc);
+        return ncclSuccess;
+    }
+    int lsa_size, lsa_rank;
+    zn_dev_lsa(comm, &lsa_size, &lsa_rank);
+    struct plan p;
+    make_plan(reqs, lsa_size, &p, 0);
+    atomic_fetch_add(&comm->busy, 1);
+    struct zn_devcomm *d = calloc(1, sizeof(*d));
+    if (!d) res = zn_error(ncclSystemError, ZN_CALL, "out of memory");
+    res = agree(comm, res, p.units);
+    if (res != ncclSuccess) goto out;
+    d->comm = comm;
+    int cur = zn_cuda_current_device();
+    if (cur != comm->cuda_dev) res = zn_cuda_set_device(comm->cuda_dev);
+    ncclDevComm_t made;
+    if (res == ncclSuccess) res = build(comm, reqs, &p, lsa_size, lsa_rank, d, &made);
+    if (cur >= 0 && cur != comm->cuda_dev) zn_cuda_set_device(cur);
+    if (res != ncclSuccess) goto out;
+    make_plan(reqs, lsa_size, &p, 1);
+    pthread_mutex_lock(&devcomm_lock);
+    d->next = devcomms;
+    devcomms = d;
+    pthread_mutex_unlock(&devcomm_lock);
+    d = NULL;
+    *cc->out = made;
+    zn_info(ZN_CALL,
+            "comm %p: device communicator made: LSA team %d of %d ranks, %zu bytes of resources, "
+            "%d LSA barriers, %d GIN barriers, %d GIN signals, %d counters",
+            (void *)comm, lsa_size, comm->nranks, (size_t)p.units * UNIT, p.lsa_bars, p.gin_bars,
+            p.nsignals, p.ncounters);
+out:
+    if (d) {
+        if (d->comm)
+            devcomm_free(d);
+        else
+            free(d);
+    }
+    atomic_fetch_sub(&comm->busy, 1);
+    free(cc);
+    return res;
+}
+
+/* Arguments are checked at the call; inside a group the collective part runs at ncclGroupEnd
+ * (*outDevComm is written then), as nccl-tests creates device communicators in a group. */
+ZN_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequirements_t *reqs,
+       ncclDevComm_t *outDevComm)
+{
+    ZN_CHECK(zn_comm_check(comm, "ncclDevCommCreate"));
+    if (!reqs) return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommCreate: reqs is NULL");
+    if (!outDevComm)
+        return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommCreate: outDevComm is NULL");
+    ZN_CHECK(check_reqs(reqs));
+    int lsa_size, lsa_rank;
+    zn_dev_lsa(comm, &lsa_size, &lsa_rank);
+    struct plan p;
+    make_plan(reqs, lsa_size, &p, 0);
+    /* Host communicators and unservable GIN fail alike on every rank, without a collective. */
+    ZN_CHECK(servable(comm, &p, lsa_size));
+    struct create_call *cc = malloc(sizeof(*cc));
+    if (!cc) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
+    *cc = (struct create_call){ .comm = comm, .reqs = *reqs, .out = outDevComm };
+    return zn_group_defer(comm, create_call, cc);
+}
+
+ZN_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm_t *devComm)
+{
+    ZN_CHECK(zn_comm_check(comm, "ncclDevCommDestroy"));
+    if (!devComm)
+        return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommDestroy: devComm is NULL");
+    pthread_mutex_lock(&devcomm_lock);
+    struct zn_devcomm **p = &devcomms;
+    while (*p && !((*p)->comm == comm && (void *)(*p)->reswin == (void *)devComm->resourceWindow))
+        p = &(*p)->next;
+    struct zn_devcomm *d = *p;
+    if (d) *p = d->next;
+    pthread_mutex_unlock(&devcomm_lock);
+    if (!d)
+        return zn_error(ncclInvalidArgument, ZN_CALL,
+                        "ncclDevCommDestroy: devComm %p was not made by ncclDevCommCreate on comm "
+                        "%p (destroyed already?)",
+                        (const void *)devComm, (void *)comm);
+    /* Peers' kernels store into this rank's resources until they are done with the device
+     * communicator: every rank finishes its own kernels, then all agree, then all free. */
+    int cur = zn_cuda_current_device();
+    if (cur != comm->cuda_dev) zn_cuda_set_device(comm->cuda_dev);
+    zn_cuda_device_sync();
+    if (cur >= 0 && cur != comm->cuda_dev) zn_cuda_set_device(cur);
+    ncclResult_t res = d->p2p ? zn_boot_barrier(comm->boot) : ncclSuccess;
+    devcomm_free(d);
+    return res;
+}
+
+void zn_devcomms_free(struct ncclComm *comm)
+{
+    pthread_mutex_lock(&devcomm_lock);
+    struct zn_devcomm *mine = NULL;
+    for (struct zn_devcomm **p = &devcomms; *p;) {
+        struct zn_devcomm *d = *p;
+        if (d->comm == comm) {
+            *p = d->next;
+            d->next = mine;
+            mine = d;
+        } else {
+            p = &d->next;
+        }
+    }
+    pthread_mutex_unlock(&devcomm_lock);
+    while (mine) {
+        struct zn_devcomm *d = mine;
+        mine = d->next;
+        devcomm_free(d);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Teams                                                                                       */
+
+static ncclTeam_t team(int nranks, int rank, int stride)
+{
+    ncclTeam_t t = { .nRanks = nranks, .rank = rank, .stride = stride };
+    return t;
+}
+
+/* These return a team or an int and cannot report an error: on a bad communicator they log it
+ * and return the team of one rank, or -1. */
+ZN_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm)
+{
+    if (zn_comm_check(comm, "ncclTeamWorld") != ncclSuccess) return team(1, 0, 1);
+    return team(comm->nranks, comm->rank, 1);
+}
+
+ZN_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm)
+{
+    if (zn_comm_check(comm, "ncclTeamLsa") != ncclSuccess) return team(1, 0, 1);
+    int size, rank;
+    zn_dev_lsa(comm, &size, &rank);
+    return team(size, rank, 1);
+}
+
+ZN_API(ncclTeam_t, ncclTeamRail, ncclComm_t comm)
+{
+    if (zn_comm_check(comm, "ncclTeamRail") != ncclSuccess) return team(1, 0, 1);
+    int size, rank;
+    zn_dev_lsa(comm, &size, &rank);
+    return team(comm->nranks / size, comm->rank / size, size);
+}
+
+/* World rank of member `rank` of t, or -1 when that is not a rank of the communicator. */
+ZN_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t t, int rank)
+{
+    if (zn_comm_check(comm, "ncclTeamRankToWorld") != ncclSuccess) return -1;
+    long long w = (long long)comm->rank + ((long long)rank - t.rank) * t.stride;
+    return w >= 0 && w < comm->nranks ? (int)w : -1;
+}
+
+/* LSA rank of member `rank` of t, or -1 when it is outside the caller's LSA team. */
+ZN_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t t, int rank)
+{
+    if (zn_comm_check(comm, "ncclTeamRankToLsa") != ncclSuccess) return -1;
+    int size, me;
+    zn_dev_lsa(comm, &size, &me);
+    long long l = (long long)me + ((long long)rank - t.rank) * t.stride;
+    return l >= 0 && l < size ? (int)l : -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Requirement helpers                                                                         */
+
+ZN_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t t, int nBarriers,
+       ncclLsaBarrierHandle_t *outHandle, ncclDevResourceRequirements_t *outReq)
+{
+    const char *fn = "ncclLsaBarrierCreateRequirement";
+    if (!outHandle || !outReq)
+        return zn_error(ncclInvalidArgument, ZN_CALL, "%s: %s is NULL", fn,
+                        !outHandle ? "outHandle" : "outReq");
+    if (nBarriers < 0 || t.nRanks < 1 || t.nRanks > ZINC_DEVICE_LSA_MAX)
+        return zn_error(ncclInvalidArgument, ZN_CALL,
+                        "%s: nBarriers %d, team of %d ranks (need nBarriers >= 0 and 1 to %d "
+                        "ranks)",
+                        fn, nBarriers, t.nRanks, ZINC_DEVICE_LSA_MAX);
+    memset(outReq, 0, sizeof(*outReq));
+    outReq->bufferSize = (size_t)nBarriers * (1 + (size_t)t.nRanks) * 4;
+    outReq->bufferAlign = 16;
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    outHandle->bufHandle = 0;
+    outHandle->nBarriers = nBarriers;
+    return ncclSuccess;
+}
+
+ZN_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTeam_t t, int nBarriers,
+       ncclGinBarrierHandle_t *outHandle, ncclDevResourceRequirements_t *outReq)
+{
+    const char *fn = "ncclGinBarrierCreateRequirement";
+    ZN_CHECK(zn_comm_check(comm, fn));
+    if (!outHandle || !outReq)
+        return zn_error(ncclInvalidArgument, ZN_CALL, "%s: %s is NULL", fn,
+                        !outHandle ? "outHandle" : "outReq");
+    if (nBarriers < 0 || t.nRanks < 1 || t.nRanks > comm->nranks)
+        return zn_error(ncclInvalidArgument, ZN_CALL,
+                        "%s: nBarriers %d, team of %d ranks (need nBarriers >= 0 and 1 to %d "
+                        "ranks)",
+                        fn, nBarriers, t.nRanks, comm->nranks);
+    memset(outReq, 0, sizeof(*outReq));
+    outReq->bufferSize = (size_t)nBarriers * 4;
+    outReq->bufferAlign = 16;
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    outReq->ginSignalCount = nBarriers;
+    outReq->outGinSignalStart = &outHandle->signal0;
+    outHandle->bufHandle = 0;
+    outHandle->signal0 = 0;
+    return ncclSuccess;
+}
+
+/* Slots for maxElts elements of up to maxEltSize bytes: one 16-byte line per 8 bytes. */
+ZN_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize)
+{
+    if (maxElts < 0 || maxEltSize < 0) return 0;
+    long long slots = (long long)maxElts * (((long long)maxEltSize + 7) / 8);
+    return slots > INT_MAX ? INT_MAX : (int)slots;
+}
+
+ZN_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots,
+       ncclLLA2AHandle_t *outHandle, ncclDevResourceRequirements_t *outReq)
+{
+    const char *fn = "ncclLLA2ACreateRequirement";
+    if (!outHandle || !outReq)
+        return zn_error(ncclInvalidArgument, ZN_CALL, "%s: %s is NULL", fn,
+                        !outHandle ? "outHandle" : "outReq");
+    if (nBlocks < 0 || nSlots < 0 || nSlots > (1 << 24))
+        return zn_error(ncclInvalidArgument, ZN_CALL, "%s: nBlocks %d, nSlots %d", fn, nBlocks,
+                        nSlots);
+    memset(outReq, 0, sizeof(*outReq));
+    /* Per block: a header line and two halves of nSlots lines (ll_a2a.h). */
+    outReq->bufferSize = (size_t)nBlocks * (1 + 2 * (size_t)nSlots) * 16;
+    outReq->bufferAlign = 16;
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    outHandle->bufHandle = 0;
+    outHandle->nSlots = (uint32_t)nSlots;
+    return ncclSuccess;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Properties                                                                                  */
+
+ZN_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties_t *props)
+{
+    ZN_CHECK(zn_comm_check(comm, "ncclCommQueryProperties"));
+    if (!props)
+        return zn_error(ncclInvalidArgument, ZN_CALL, "ncclCommQueryProperties: props is NULL");
+    if (props->size < sizeof(*props))
+        return zn_error(ncclInvalidArgument, ZN_CALL,
+                        "ncclCommQueryProperties: props->size is %zu, expected %zu (initialise "
+                        "with NCCL_COMM_PROPERTIES_INITIALIZER)",
+                        props->size, sizeof(*props));
+    int lsa_size, lsa_rank;
+    zn_dev_lsa(comm, &lsa_size, &lsa_rank);
+    int cuda = comm->kind == ZN_COMM_CUDA;
+    props->rank = comm->rank;
+    props->nRanks = comm->nranks;
+    props->cudaDev = cuda ? comm->cuda_dev : -1;
+    props->nvmlDev = cuda ? comm->cuda_dev : -1;
+    props->deviceApiSupport = cuda;
+    props->multimemSupport = false;
+    /* GIN is served where the whole communicator is one LSA team (devcomm.c's top). */
+    props->ginType = cuda && lsa_size == comm->nranks ? NCCL_GIN_TYPE_PROXY : NCCL_GIN_TYPE_NONE;
+    props->nLsaTeams = comm->nranks / lsa_size;
+    props->hostRmaSupport = false;
+    props->railedGinType = NCCL_GIN_TYPE_NONE;
+    return ncclSuccess;
+}

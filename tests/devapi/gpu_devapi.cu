@@ -1,0 +1,424 @@
+/*
+ * gpu_devapi: NCCL's device API on zinc, one process per rank under zinc-run, every result
+ * checked exactly against values computed here (small integers in floats and doubles).
+ *
+ *   zinc-run -n N gpu_devapi lsa     LSA pointers and barriers: each rank's kernel waits at an
+ *                                    LSA barrier, then reduces (sum) its slice of every rank's
+ *                                    input and gathers every rank's input, through peer
+ *                                    pointers, then syncs again; twice, with new inputs, so the
+ *                                    barrier epochs carry over from one kernel to the next;
+ *                                    plus ncclGetLsaDevicePointer / ncclGetPeerDevicePointer
+ *   zinc-run -n N gpu_devapi gin     GIN put with SignalInc and CounterInc to every peer,
+ *                                    putValue with SignalAdd, then waits on the signal and the
+ *                                    counter, and a world barrier (ncclBarrierSession); the
+ *                                    data and the final signal value are checked
+ *   zinc-run -n N gpu_devapi lla2a   the LL all-to-all: two epochs of 8 doubles to each peer
+ *                                    and a bcast, received and summed
+ *   zinc-run -n N gpu_devapi hosts   every rank on its own "host" (ZINC_HOSTID): LSA teams of
+ *                                    one; a device communicator with LSA barriers works (the
+ *                                    LSA kernel on a team of one), one asking for GIN signals
+ *                                    fails with ncclInvalidUsage naming GIN
+ */
+#include <nccl.h>
+#include <nccl_device.h>
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+static int rank, nranks;
+static long failures;
+
+#define EXPECT(cond, ...)                                                   \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "[%d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, "\n");                                          \
+            failures++;                                                     \
+        }                                                                   \
+    } while (0)
+
+#define NCCLCHECK(call)                                                                         \
+    do {                                                                                        \
+        ncclResult_t r_ = (call);                                                               \
+        if (r_ != ncclSuccess) {                                                                \
+            fprintf(stderr, "[%d] %s:%d %s failed: %s (%s)\n", rank, __FILE__, __LINE__, #call, \
+                    ncclGetErrorString(r_), ncclGetLastError(NULL));                            \
+            exit(2);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+#define CUDACHECK(call)                                                             \
+    do {                                                                            \
+        cudaError_t e_ = (call);                                                    \
+        if (e_ != cudaSuccess) {                                                    \
+            fprintf(stderr, "[%d] %s:%d %s: %s\n", rank, __FILE__, __LINE__, #call, \
+                    cudaGetErrorString(e_));                                        \
+            exit(2);                                                                \
+        }                                                                           \
+    } while (0)
+
+static int env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : def;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* lsa: window = in[count] | sum[count] | gathered[nranks * count] (floats)                 */
+
+__global__ void lsa_kernel(ncclDevComm comm, ncclWindow_t win, int count)
+{
+    ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), comm, ncclTeamTagLsa(), blockIdx.x);
+    /* Every rank's input is in place (written before this kernel) once all have arrived. */
+    bar.sync(ncclCoopCta(), cuda::memory_order_acquire);
+    int n = comm.lsaSize;
+    float *sum = (float *)ncclGetLocalPointer(win, (size_t)count * 4);
+    float *gathered = (float *)ncclGetLocalPointer(win, (size_t)2 * count * 4);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+        float acc = 0;
+        for (int p = 0; p < n; p++) {
+            float v = ((float *)ncclGetLsaPointer(win, 0, p))[i];
+            acc += v;
+            gathered[p * count + i] = v;
+        }
+        sum[i] = acc;
+    }
+    /* Nobody rewrites its input (next kernel) before every peer has read it. */
+    bar.sync(ncclCoopCta(), cuda::memory_order_release);
+}
+
+static float lsa_input(int r, int i, int round)
+{
+    return (float)(r * 1000 + i + round * 7);
+}
+
+static void run_lsa(ncclComm_t comm)
+{
+    const int count = 1000, blocks = 4;
+    size_t bytes = (size_t)(2 + nranks) * count * sizeof(float);
+    void *buf;
+    NCCLCHECK(ncclMemAlloc(&buf, bytes));
+    CUDACHECK(cudaMemset(buf, 0, bytes));
+    ncclWindow_t win;
+    NCCLCHECK(ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+    ncclTeam_t lsa = ncclTeamLsa(comm);
+    ncclDevCommRequirements_t reqs;
+    memset(&reqs, 0, sizeof(reqs));
+    reqs.lsaBarrierCount = blocks;
+    ncclDevComm_t dev;
+    NCCLCHECK(ncclDevCommCreate(comm, &reqs, &dev));
+    EXPECT(dev.rank == rank && dev.nRanks == nranks && dev.lsaSize == lsa.nRanks &&
+               dev.lsaRank == lsa.rank,
+           "devComm rank %d/%d lsa %d/%d, host team %d/%d", dev.rank, dev.nRanks, dev.lsaRank,
+           dev.lsaSize, lsa.rank, lsa.nRanks);
+    /* Host-side pointers: this rank's buffer as itself, every LSA rank's at the offset. */
+    void *p = NULL;
+    NCCLCHECK(ncclGetLsaDevicePointer(win, 4, lsa.rank, &p));
+    EXPECT(p == (char *)buf + 4, "ncclGetLsaDevicePointer(self) = %p, buffer %p", p, buf);
+    for (int r = 0; r < lsa.nRanks; r++) {
+        void *a = NULL, *b = NULL;
+        NCCLCHECK(ncclGetLsaDevicePointer(win, 8, r, &a));
+        NCCLCHECK(ncclGetPeerDevicePointer(win, 8, rank - lsa.rank + r, &b));
+        EXPECT(a && a == b, "LSA rank %d: %p by LSA rank, %p by world rank", r, a, b);
+    }
+    EXPECT(ncclGetLsaDevicePointer(win, 0, lsa.nRanks, &p) == ncclInvalidArgument,
+           "an LSA rank past the team is accepted");
+    EXPECT(ncclGetLsaMultimemDevicePointer(win, 0, &p) == ncclInvalidUsage,
+           "multimem pointer not refused");
+
+    int n = lsa.nRanks, base = rank - lsa.rank;
+    std::vector<float> in(count), out((size_t)(1 + n) * count);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < count; i++) in[i] = lsa_input(rank, i, round);
+        CUDACHECK(cudaMemcpy(buf, in.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+        CUDACHECK(cudaDeviceSynchronize());
+        lsa_kernel<<<blocks, 128>>>(dev, win, count);
+        CUDACHECK(cudaGetLastError());
+        CUDACHECK(cudaDeviceSynchronize());
+        CUDACHECK(cudaMemcpy(out.data(), (char *)buf + count * sizeof(float),
+                             out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        long bad = 0;
+        for (int i = 0; i < count; i++) {
+            float want = 0;
+            for (int r = 0; r < n; r++) {
+                want += lsa_input(base + r, i, round);
+                float g = out[(size_t)(1 + r) * count + i];
+                if (g != lsa_input(base + r, i, round) && bad++ < 3)
+                    EXPECT(0, "round %d: gathered[%d][%d] = %g, expected %g", round, r, i, g,
+                           lsa_input(base + r, i, round));
+            }
+            if (out[i] != want && bad++ < 3)
+                EXPECT(0, "round %d: sum[%d] = %g, expected %g", round, i, out[i], want);
+        }
+        EXPECT(bad == 0, "round %d: %ld wrong values", round, bad);
+    }
+    NCCLCHECK(ncclDevCommDestroy(comm, &dev));
+    NCCLCHECK(ncclCommWindowDeregister(comm, win));
+    NCCLCHECK(ncclMemFree(buf));
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* gin: window = send[chunk] | recv[nranks * chunk] | value[nranks] (uint64) ; floats        */
+
+__global__ void gin_kernel(ncclDevComm comm, ncclWindow_t win, int chunk,
+                           unsigned long long *result)
+{
+    ncclGin gin(comm, 0);
+    ncclTeam world = ncclTeamWorld(comm);
+    uint64_t before = gin.readSignal(0);
+    uint64_t counted = gin.readCounter(0);
+    ncclBarrierSession<ncclCoopCta> bar(ncclCoopCta(), ncclTeamTagWorld(), gin, 0);
+    bar.sync(ncclCoopCta(), cuda::memory_order_acquire, ncclGinFenceLevel::Relaxed);
+    /* values: 8-byte aligned after the received chunks (chunk is odd). */
+    size_t recv = (size_t)chunk * 4, values = (recv + (size_t)comm.nRanks * chunk * 4 + 7) / 8 * 8;
+    /* Warp w puts to peer w: the whole chunk, then a value of its own. */
+    int w = threadIdx.x / 32;
+    for (int peer = w; peer < comm.nRanks; peer += blockDim.x / 32) {
+        gin.put(world, peer, win, recv + (size_t)comm.rank * chunk * 4, win, 0, (size_t)chunk * 4,
+                ncclGin_SignalInc{ 0 }, ncclGin_CounterInc{ 0 }, ncclCoopWarp());
+        gin.putValue(world, peer, win, values + (size_t)comm.rank * 8,
+                     (unsigned long long)(1000 + comm.rank), ncclGin_SignalAdd{ 0, 5 },
+                     ncclCoopWarp());
+    }
+    /* Each peer's put adds 1, its value 5. */
+    gin.waitSignal(ncclCoopCta(), 0, before + 6 * comm.nRanks);
+    gin.waitCounter(ncclCoopCta(), 0, counted + comm.nRanks);
+    gin.flush(ncclCoopCta());
+    if (threadIdx.x == 0) {
+        result[0] = gin.readSignal(0) - before;
+        result[1] = gin.readCounter(0) - counted;
+    }
+    bar.sync(ncclCoopCta(), cuda::memory_order_release, ncclGinFenceLevel::Relaxed);
+}
+
+static void run_gin(ncclComm_t comm)
+{
+    const int chunk = 777; /* odd: the byte tail of the copy too */
+    size_t values = ((size_t)chunk * 4 * (1 + nranks) + 7) / 8 * 8;
+    size_t bytes = values + (size_t)nranks * 8;
+    bytes = (bytes + 4095) / 4096 * 4096;
+    void *buf;
+    NCCLCHECK(ncclMemAlloc(&buf, bytes));
+    CUDACHECK(cudaMemset(buf, 0, bytes));
+    ncclWindow_t win;
+    NCCLCHECK(ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+    ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+    NCCLCHECK(ncclCommQueryProperties(comm, &props));
+    EXPECT(props.ginType != NCCL_GIN_TYPE_NONE && props.deviceApiSupport && !props.multimemSupport,
+           "properties: ginType %d, deviceApiSupport %d, multimemSupport %d", (int)props.ginType,
+           props.deviceApiSupport, props.multimemSupport);
+    ncclDevCommRequirements_t reqs;
+    memset(&reqs, 0, sizeof(reqs));
+    reqs.barrierCount = 1;
+    reqs.ginSignalCount = 1;
+    reqs.ginCounterCount = 1;
+    ncclDevComm_t dev;
+    NCCLCHECK(ncclDevCommCreate(comm, &reqs, &dev));
+    unsigned long long *result;
+    CUDACHECK(cudaMalloc(&result, 2 * sizeof(*result)));
+    std::vector<float> send(chunk), recv((size_t)nranks * chunk);
+    std::vector<unsigned long long> vals(nranks);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < chunk; i++) send[i] = (float)(rank * 10000 + i + round);
+        CUDACHECK(cudaMemcpy(buf, send.data(), chunk * 4, cudaMemcpyHostToDevice));
+        CUDACHECK(cudaDeviceSynchronize());
+        gin_kernel<<<1, 128>>>(dev, win, chunk, result);
+        CUDACHECK(cudaGetLastError());
+        CUDACHECK(cudaDeviceSynchronize());
+        unsigned long long got[2];
+        CUDACHECK(cudaMemcpy(got, result, sizeof(got), cudaMemcpyDeviceToHost));
+        CUDACHECK(cudaMemcpy(recv.data(), (char *)buf + chunk * 4, recv.size() * 4,
+                             cudaMemcpyDeviceToHost));
+        CUDACHECK(
+            cudaMemcpy(vals.data(), (char *)buf + values, vals.size() * 8, cudaMemcpyDeviceToHost));
+        EXPECT(got[0] == 6ull * nranks, "round %d: signal grew by %llu, expected %llu", round,
+               got[0], 6ull * nranks);
+        EXPECT(got[1] == (unsigned long long)nranks, "round %d: counter grew by %llu, expected %d",
+               round, got[1], nranks);
+        long bad = 0;
+        for (int r = 0; r < nranks; r++) {
+            for (int i = 0; i < chunk; i++) {
+                float want = (float)(r * 10000 + i + round);
+                if (recv[(size_t)r * chunk + i] != want && bad++ < 3)
+                    EXPECT(0, "round %d: from rank %d, element %d: %g, expected %g", round, r, i,
+                           recv[(size_t)r * chunk + i], want);
+            }
+            EXPECT(vals[r] == 1000ull + r, "round %d: value from rank %d: %llu", round, r, vals[r]);
+        }
+        EXPECT(bad == 0, "round %d: %ld wrong elements", round, bad);
+    }
+    CUDACHECK(cudaFree(result));
+    NCCLCHECK(ncclDevCommDestroy(comm, &dev));
+    NCCLCHECK(ncclCommWindowDeregister(comm, win));
+    NCCLCHECK(ncclMemFree(buf));
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* lla2a: each rank sends 8 doubles to every member, plus a bcast of one float4              */
+
+#define A2A_ELTS 8
+
+__global__ void lla2a_kernel(ncclDevComm comm, ncclLLA2AHandle h, double *out, int rounds)
+{
+    ncclTeam lsa = ncclTeamLsa(comm);
+    int maxElts = lsa.nRanks * A2A_ELTS + lsa.nRanks; /* doubles, then one float4 per sender */
+    ncclLLA2ASession<ncclCoopCta> s(ncclCoopCta(), comm, lsa, h, 0, maxElts);
+    for (int round = 0; round < rounds; round++) {
+        int t = threadIdx.x;
+        for (int i = t; i < lsa.nRanks * A2A_ELTS; i += blockDim.x) {
+            int peer = i / A2A_ELTS, e = i % A2A_ELTS;
+            s.send(peer, lsa.rank * A2A_ELTS + e,
+                   (double)(comm.rank * 100 + peer * 10 + e + round));
+        }
+        if (t == 0)
+            s.bcast(lsa.nRanks * A2A_ELTS + lsa.rank, make_float4(comm.rank, round, 1.5f, -2.0f));
+        /* Thread p sums what rank p sent; thread nRanks + p reads p's float4. */
+        if (t < lsa.nRanks) {
+            double acc = s.recvReduce<4, double>(
+                t * A2A_ELTS, A2A_ELTS, 1, [](double x) { return x; },
+                [](double a, double b) { return a + b; });
+            out[round * 2 * lsa.nRanks + t] = acc;
+        } else if (t < 2 * lsa.nRanks) {
+            float4 f = s.recv<float4>(lsa.nRanks * A2A_ELTS + (t - lsa.nRanks));
+            out[round * 2 * lsa.nRanks + t] = f.x * 1000 + f.y * 10 + f.z + f.w;
+        }
+        s.endEpoch(ncclCoopCta());
+    }
+}
+
+static void run_lla2a(ncclComm_t comm)
+{
+    int n = nranks, rounds = 3;
+    ncclLLA2AHandle_t h;
+    ncclDevResourceRequirements_t res;
+    int maxElts = n * A2A_ELTS + n;
+    int slots = ncclLLA2ACalcSlots(maxElts, 16); /* the float4 needs 2 lines */
+    NCCLCHECK(ncclLLA2ACreateRequirement(1, slots, &h, &res));
+    ncclDevCommRequirements_t reqs;
+    memset(&reqs, 0, sizeof(reqs));
+    reqs.resourceRequirementsList = &res;
+    ncclDevComm_t dev;
+    NCCLCHECK(ncclDevCommCreate(comm, &reqs, &dev));
+    EXPECT(dev.lsaSize == n, "LSA team of %d, expected every rank (%d)", dev.lsaSize, n);
+    double *out;
+    CUDACHECK(cudaMalloc(&out, sizeof(double) * 2 * n * rounds));
+    std::vector<double> got(2 * n * rounds);
+    for (int launch = 0; launch < 2; launch++) {
+        lla2a_kernel<<<1, 64>>>(dev, h, out, rounds);
+        CUDACHECK(cudaGetLastError());
+        CUDACHECK(cudaDeviceSynchronize());
+        CUDACHECK(cudaMemcpy(got.data(), out, got.size() * sizeof(double), cudaMemcpyDeviceToHost));
+        for (int round = 0; round < rounds; round++) {
+            for (int p = 0; p < n; p++) {
+                double want = 0;
+                for (int e = 0; e < A2A_ELTS; e++) want += p * 100 + rank * 10 + e + round;
+                EXPECT(got[round * 2 * n + p] == want,
+                       "launch %d round %d: from %d sum %g, expected %g", launch, round, p,
+                       got[round * 2 * n + p], want);
+                double wantf = p * 1000.0 + round * 10 + 1.5 - 2.0;
+                EXPECT(got[round * 2 * n + n + p] == wantf,
+                       "launch %d round %d: bcast from %d gave %g, expected %g", launch, round, p,
+                       got[round * 2 * n + n + p], wantf);
+            }
+        }
+    }
+    CUDACHECK(cudaFree(out));
+    NCCLCHECK(ncclDevCommDestroy(comm, &dev));
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* hosts: LSA teams of one                                                                   */
+
+static void run_hosts(ncclComm_t comm)
+{
+    ncclTeam_t lsa = ncclTeamLsa(comm), rail = ncclTeamRail(comm);
+    EXPECT(lsa.nRanks == 1 && lsa.rank == 0, "LSA team {%d, %d}, expected {1, 0}", lsa.nRanks,
+           lsa.rank);
+    EXPECT(rail.nRanks == nranks && rail.rank == rank && rail.stride == 1, "rail team {%d, %d, %d}",
+           rail.nRanks, rail.rank, rail.stride);
+    ncclDevCommRequirements_t reqs;
+    memset(&reqs, 0, sizeof(reqs));
+    reqs.ginSignalCount = 1;
+    ncclDevComm_t dev;
+    ncclResult_t r = ncclDevCommCreate(comm, &reqs, &dev);
+    EXPECT(r == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "GIN"),
+           "GIN across hosts: %d (%s), expected ncclInvalidUsage naming GIN", (int)r,
+           ncclGetLastError(NULL));
+    ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+    NCCLCHECK(ncclCommQueryProperties(comm, &props));
+    EXPECT(props.ginType == NCCL_GIN_TYPE_NONE && props.nLsaTeams == nranks,
+           "properties across hosts: ginType %d, nLsaTeams %d", (int)props.ginType,
+           props.nLsaTeams);
+    /* LSA on a team of one still works: the kernel reduces this rank's own input. */
+    const int count = 256;
+    size_t bytes = 4096 * 4;
+    void *buf;
+    NCCLCHECK(ncclMemAlloc(&buf, bytes));
+    CUDACHECK(cudaMemset(buf, 0, bytes));
+    ncclWindow_t win;
+    NCCLCHECK(ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+    memset(&reqs, 0, sizeof(reqs));
+    reqs.lsaBarrierCount = 1;
+    NCCLCHECK(ncclDevCommCreate(comm, &reqs, &dev));
+    std::vector<float> in(count), out(count * 2);
+    for (int i = 0; i < count; i++) in[i] = (float)(rank * 1000 + i);
+    CUDACHECK(cudaMemcpy(buf, in.data(), count * 4, cudaMemcpyHostToDevice));
+    lsa_kernel<<<1, 64>>>(dev, win, count);
+    CUDACHECK(cudaGetLastError());
+    CUDACHECK(cudaDeviceSynchronize());
+    CUDACHECK(
+        cudaMemcpy(out.data(), (char *)buf + count * 4, out.size() * 4, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < count; i++)
+        EXPECT(out[i] == in[i] && out[count + i] == in[i], "element %d: %g %g, expected %g", i,
+               out[i], out[count + i], in[i]);
+    void *p;
+    EXPECT(ncclGetPeerDevicePointer(win, 0, (rank + 1) % nranks, &p) == ncclInvalidArgument,
+           "a peer on another host has a device pointer");
+    NCCLCHECK(ncclDevCommDestroy(comm, &dev));
+    NCCLCHECK(ncclCommWindowDeregister(comm, win));
+    NCCLCHECK(ncclMemFree(buf));
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "lsa";
+    rank = env_int("ZINC_RANK", 0);
+    nranks = env_int("ZINC_NRANKS", 1);
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("gpu_devapi: no GPU, skipped\n");
+        return 77;
+    }
+    CUDACHECK(cudaSetDevice(env_int("ZINC_LOCAL_RANK", rank) % ndev));
+    ncclUniqueId id;
+    ncclComm_t comm;
+    NCCLCHECK(ncclGetUniqueId(&id));
+    NCCLCHECK(ncclCommInitRank(&comm, nranks, id, rank));
+    if (!strcmp(mode, "lsa"))
+        run_lsa(comm);
+    else if (!strcmp(mode, "gin"))
+        run_gin(comm);
+    else if (!strcmp(mode, "lla2a"))
+        run_lla2a(comm);
+    else if (!strcmp(mode, "hosts"))
+        run_hosts(comm);
+    else {
+        fprintf(stderr, "gpu_devapi: unknown mode %s\n", mode);
+        return 2;
+    }
+    /* Every rank's verdict, summed. */
+    long *d, total = 0;
+    CUDACHECK(cudaMalloc(&d, sizeof(long)));
+    CUDACHECK(cudaMemcpy(d, &failures, sizeof(long), cudaMemcpyHostToDevice));
+    NCCLCHECK(ncclAllReduce(d, d, 1, ncclInt64, ncclSum, comm, 0));
+    CUDACHECK(cudaStreamSynchronize(0));
+    CUDACHECK(cudaMemcpy(&total, d, sizeof(long), cudaMemcpyDeviceToHost));
+    CUDACHECK(cudaFree(d));
+    NCCLCHECK(ncclCommDestroy(comm));
+    if (rank == 0) printf("gpu_devapi %s: %d ranks: %ld failures\n", mode, nranks, total);
+    return total ? 1 : 0;
+}
