@@ -61,7 +61,9 @@ void zn_boot_hello_encode(struct zn_boot_hello *h, int rank, int nranks, uint32_
     h->rank = rank;
     h->nranks = nranks;
     h->kind = kind;
-    if (addr) memcpy(h->addr, addr, sizeof(*addr));
+    /* Only the address's own bytes: the rest of the union may never have been written (the
+     * HELLO goes on the wire, and stack bytes must not). */
+    if (addr) memcpy(h->addr, addr, zn_sockaddr_len(addr));
 }
 
 static void hello_mac(const struct zn_boot_hello *h, const uint8_t *secret, uint64_t magic,

@@ -22,8 +22,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#define NSOCK_PENDING 64 /* accepted streams whose hello has not been read yet */
-#define NSOCK_GROUPS  16 /* connections whose streams are still arriving */
+#define NSOCK_GROUPS 16 /* connections whose streams are still arriving */
 
 void zn_nsock_config(int *nthreads, int *nsocks_per_thread)
 {
@@ -142,8 +141,10 @@ struct nsock_listen {
     uint64_t magic;
     int nstreams;
     char addr[ZN_SOCKADDR_STRLEN];
-    struct nsock_pending pend[NSOCK_PENDING];
-    int npend;
+    /* Accepted streams whose hello has not been read yet: any number, each with its own
+     * deadline, so that strangers never crowd a real peer out. */
+    struct nsock_pending *pend;
+    int npend, pcap;
     struct nsock_group groups[NSOCK_GROUPS];
 };
 
@@ -198,14 +199,17 @@ static void take_new(struct nsock_listen *l)
         socklen_t len = sizeof(addr);
         char from[ZN_SOCKADDR_STRLEN] = "?";
         if (getpeername(fd, &addr.sa, &len) == 0) zn_sockaddr_str(&addr, from, sizeof(from));
-        /* Checked before pend[npend] is touched: with the table full it is one past the end. */
-        if (l->npend == NSOCK_PENDING) {
-            zn_warn(
-                ZN_NET,
-                "socket net %s: %d connections have not said hello yet; closing the one from %s",
-                l->addr, NSOCK_PENDING, from);
-            close(fd);
-            continue;
+        if (l->npend == l->pcap) {
+            int cap = l->pcap ? 2 * l->pcap : 16;
+            struct nsock_pending *n = realloc(l->pend, (size_t)cap * sizeof(*n));
+            if (!n) {
+                zn_warn(ZN_NET, "socket net %s: out of memory; closing the connection from %s",
+                        l->addr, from);
+                close(fd);
+                continue;
+            }
+            l->pend = n;
+            l->pcap = cap;
         }
         struct nsock_pending *p = &l->pend[l->npend];
         memcpy(p->from, from, sizeof(from));
@@ -349,6 +353,7 @@ static ncclResult_t nsock_close_listen(void *listen_comm)
 {
     struct nsock_listen *l = listen_comm;
     for (int i = 0; i < l->npend; i++) close(l->pend[i].fd);
+    free(l->pend);
     for (int i = 0; i < NSOCK_GROUPS; i++)
         for (int s = 0; l->groups[i].used && s <= l->groups[i].nstreams; s++)
             if (l->groups[i].fds[s] >= 0) close(l->groups[i].fds[s]);
