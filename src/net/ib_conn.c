@@ -202,8 +202,8 @@ static ncclResult_t flush_qp_create(struct zn_ib_comm *c)
 struct ib_handle {
     uint64_t magic;
     union zn_sockaddr addr;
-    uint8_t key[ZN_IB_KEY_BYTES]; /* what a sender proves (ib.h); from getrandom */
-    uint32_t stage; /* the connecting side's progress, kept in the caller's handle */
+    uint8_t key[ZN_IB_KEY_BYTES]; /* what a sender's message proves (ib.h); from getrandom */
+    uint32_t stage;               /* the connecting side's progress, kept in the caller's handle */
     struct ib_pending *pending;
 };
 _Static_assert(sizeof(struct ib_handle) <= NCCL_NET_HANDLE_MAXSIZE, "IB handle too large");
@@ -212,9 +212,6 @@ _Static_assert(sizeof(struct ib_handle) <= NCCL_NET_HANDLE_MAXSIZE, "IB handle t
 struct ib_pending {
     struct zn_ib_comm *comm;
     uint64_t magic;
-    uint8_t key[ZN_IB_KEY_BYTES];     /* send side: the listener's, from its handle */
-    uint8_t nonce[ZN_IB_NONCE_BYTES]; /* the challenge's */
-    uint8_t chal[ZN_IB_CHAL_BYTES];
     int fd;
     int stage;
     uint8_t out[ZN_IB_WIRE_BYTES];
@@ -235,6 +232,8 @@ struct ib_listen {
     uint8_t key[ZN_IB_KEY_BYTES];
     struct ib_pending **pend;
     int npend, pcap;
+    uint8_t (*seen)[32]; /* nonces of the messages taken: each is taken once */
+    int nseen, seencap;
 };
 ncclResult_t zn_net_ib_listen(int dev, int tc, void *handle, void **listen_comm)
 {
@@ -280,6 +279,7 @@ ncclResult_t zn_net_ib_close_listen(void *listen_comm)
         free(l->pend[i]);
     }
     free(l->pend);
+    free(l->seen);
     close(l->fd);
     free(l);
     return ncclSuccess;
@@ -344,15 +344,21 @@ static ncclResult_t connect_start(struct ib_handle *h, int dev)
     struct zn_ib_wire w;
     local_wire(p->comm, &w);
     w.listen_magic = h->magic;
-    zn_net_ib_wire_encode(&w, p->out); /* signed once the listener's challenge is in */
-    memcpy(p->key, h->key, sizeof(p->key));
+    if (getrandom(w.nonce, sizeof(w.nonce), 0) != sizeof(w.nonce)) {
+        res = zn_error(ncclSystemError, ZN_NET, "NET/IB: getrandom: %s", strerror(errno));
+        close(p->fd);
+        zn_net_ib_comm_free(p->comm);
+        free(p);
+        return res;
+    }
+    zn_net_ib_wire_encode(&w, p->out);
+    zn_net_ib_wire_sign(p->out, h->key);
     h->pending = p;
     return ncclSuccess;
 }
 
-/* Stages: 0 connecting, 1 receiving the listener's challenge (then our message is signed), 2
- * sending ours; connect() returns the comm then. Stages 3 (receiving the receiver's answer and
- * bringing the QPs up) and 4 (the ready byte) run from the comm's
+/* Stages: 0 connecting, 1 sending ours; connect() returns the comm then. Stages 2 (receiving
+ * the receiver's answer and bringing the QPs up) and 3 (the ready byte) run from the comm's
  * isend/test (zn_net_ib_conn_progress): the receiver answers from accept(), which NCCL may
  * call much later (or, with both ends in one thread, only after connect() returned). The
  * receiver announces no buffer before the ready byte, so its FIFO writes never meet QPs that
@@ -362,17 +368,8 @@ static ncclResult_t connect_step(struct ib_pending *p, int *sent)
     int rc = 1;
     *sent = 0;
     if (p->stage == 0 && (rc = zn_sock_connect_done(p->fd)) == 1) p->stage = 1, p->done = 0;
-    if (p->stage == 1 && (rc = xfer(p->fd, p->chal, sizeof(p->chal), &p->done, 0)) == 1) {
-        if (zn_net_ib_chal_decode(p->chal, p->nonce) != 0)
-            return zn_error(ncclRemoteError, ZN_NET,
-                            "NET/IB: handshake with %s: its challenge is malformed (another "
-                            "version of zinc, or not zinc)",
-                            p->peer_str);
-        zn_net_ib_wire_sign(p->out, p->key, p->nonce);
+    if (p->stage == 1 && (rc = xfer(p->fd, p->out, sizeof(p->out), &p->done, 1)) == 1) {
         p->stage = 2, p->done = 0;
-    }
-    if (p->stage == 2 && (rc = xfer(p->fd, p->out, sizeof(p->out), &p->done, 1)) == 1) {
-        p->stage = 3, p->done = 0;
         *sent = 1;
     }
     if (rc < 0) return handshake_error(p, "connect", rc);
@@ -384,17 +381,17 @@ ncclResult_t zn_net_ib_conn_progress(struct zn_ib_comm *c)
     struct ib_pending *p = c->hs;
     if (!p) return ncclSuccess;
     int rc = 1;
-    if (p->stage == 3 && (rc = xfer(p->fd, p->in, sizeof(p->in), &p->done, 0)) == 1) {
+    if (p->stage == 2 && (rc = xfer(p->fd, p->in, sizeof(p->in), &p->done, 0)) == 1) {
         ncclResult_t res = handshake_apply(p, p->magic);
         if (res != ncclSuccess) return c->failed = res;
-        p->stage = 4, p->done = 0;
+        p->stage = 3, p->done = 0;
     }
-    if (p->stage == 4) {
+    if (p->stage == 3) {
         uint8_t one = 1;
         rc = xfer(p->fd, &one, 1, &p->done, 1);
     }
     if (rc < 0) return c->failed = handshake_error(p, "connect", rc);
-    if (p->stage == 4 && rc == 1) {
+    if (p->stage == 3 && rc == 1) {
         c->hs = NULL;
         free(p);
     }
@@ -440,6 +437,23 @@ ncclResult_t zn_net_ib_connect(int dev, int tc, void *handle, void **send_comm)
     return res;
 }
 
+/* Whether a message with this nonce was taken before; records it if not (only messages whose
+ * MAC verified get here, so a stranger cannot grow the list). 1: seen, -1: no memory. */
+static int seen_before(struct ib_listen *l, const uint8_t nonce[32])
+{
+    for (int i = 0; i < l->nseen; i++)
+        if (!memcmp(l->seen[i], nonce, 32)) return 1;
+    if (l->nseen == l->seencap) {
+        int cap = l->seencap ? 2 * l->seencap : 16;
+        uint8_t(*n)[32] = realloc(l->seen, (size_t)cap * sizeof(*n));
+        if (!n) return -1;
+        l->seen = n;
+        l->seencap = cap;
+    }
+    memcpy(l->seen[l->nseen++], nonce, 32);
+    return 0;
+}
+
 /* Stages: 0 accepting, 1 receiving theirs (then QPs up), 2 sending ours. A sender that died
  * after connecting still gets its comm: the hangup fails its first test(), which is where
  * NCCL looks for errors of a connection. */
@@ -450,12 +464,15 @@ static ncclResult_t accept_step(struct ib_listen *l, struct ib_pending *p, int *
     if (p->stage == 1 && (rc = xfer(p->fd, p->in, sizeof(p->in), &p->done, 0)) == 1) {
         const char *why;
         struct zn_ib_wire w;
+        int replay = 0;
         if (zn_net_ib_wire_decode(p->in, sizeof(p->in), &w, &why) != 0 ||
-            w.listen_magic != l->magic || !zn_net_ib_wire_verify(p->in, l->key, p->nonce)) {
+            w.listen_magic != l->magic || !zn_net_ib_wire_verify(p->in, l->key) ||
+            (replay = seen_before(l, w.nonce)) != 0) {
             /* Not our peer: drop it and keep listening (DESIGN.md, reliability contract). */
             zn_warn(ZN_NET, "NET/IB: closed the connection from %s: %s", p->peer_str,
-                    why                        ? why
+                    why                          ? why
                     : w.listen_magic != l->magic ? "it did not present this listener's magic"
+                    : replay                     ? "it replayed a message already taken"
                                                  : "it did not prove this listener's key");
             *ready = -1;
             return ncclSuccess;
@@ -531,19 +548,6 @@ static ncclResult_t take_new(struct ib_listen *l)
         socklen_t alen = sizeof(a);
         if (getpeername(fd, &a.sa, &alen) == 0)
             zn_sockaddr_str(&a, p->peer_str, sizeof(p->peer_str));
-        /* The challenge goes at once: a new socket's buffer always has room for it. */
-        size_t n = 0;
-        if (getrandom(p->nonce, sizeof(p->nonce), 0) != sizeof(p->nonce)) n = 0;
-        else {
-            zn_net_ib_chal_encode(p->nonce, p->chal);
-            if (zn_sock_send_some(fd, p->chal, sizeof(p->chal), &n) != 0) n = 0;
-        }
-        if (n != sizeof(p->chal)) {
-            zn_info(ZN_NET, "NET/IB: connection from %s gone before its challenge", p->peer_str);
-            close(fd);
-            free(p);
-            continue;
-        }
         l->pend[l->npend++] = p;
     }
 }

@@ -46,7 +46,8 @@ void zn_net_ib_wire_encode(const struct zn_ib_wire *w, uint8_t out[ZN_IB_WIRE_BY
     put64(b + 8, w->addr);
     memcpy(b + 16, w->gid, 16);
     for (uint32_t i = 0; i < w->nqps && i < ZN_IB_MAX_QPS; i++) put32(b + 32 + 4 * i, w->qpn[i]);
-    memcpy(out + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY, w->mac, ZN_IB_WIRE_MAC);
+    memcpy(out + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY, w->nonce, 32);
+    memcpy(out + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY + 32, w->mac, 32);
 }
 
 int zn_net_ib_wire_decode(const uint8_t *buf, size_t len, struct zn_ib_wire *w, const char **why)
@@ -80,45 +81,28 @@ int zn_net_ib_wire_decode(const uint8_t *buf, size_t len, struct zn_ib_wire *w, 
         *why = "bad MTU";
     if (*why) return -EPROTO;
     for (uint32_t i = 0; i < v.nqps; i++) v.qpn[i] = (uint32_t)get(b + 32 + 4 * i, 4) & 0xffffff;
-    memcpy(v.mac, buf + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY, ZN_IB_WIRE_MAC);
+    memcpy(v.nonce, buf + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY, 32);
+    memcpy(v.mac, buf + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY + 32, 32);
     *w = v;
     return 0;
 }
 
-static void wire_mac(const uint8_t *msg, const uint8_t *key, const uint8_t *nonce, uint8_t *out)
+static void wire_mac(const uint8_t *msg, const uint8_t *key, uint8_t *out)
 {
     static const char label[] = "zinc-ib-hello";
-    const void *part[3] = { label, nonce, msg };
-    size_t len[3] = { sizeof(label) - 1, ZN_IB_NONCE_BYTES, ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY };
-    zn_hmac_sha256(key, ZN_IB_KEY_BYTES, part, len, 3, out);
+    const void *part[2] = { label, msg };
+    size_t len[2] = { sizeof(label) - 1, ZN_IB_WIRE_BYTES - 32 };
+    zn_hmac_sha256(key, ZN_IB_KEY_BYTES, part, len, 2, out);
 }
 
-void zn_net_ib_wire_sign(uint8_t msg[ZN_IB_WIRE_BYTES], const uint8_t key[ZN_IB_KEY_BYTES],
-                         const uint8_t nonce[ZN_IB_NONCE_BYTES])
+void zn_net_ib_wire_sign(uint8_t msg[ZN_IB_WIRE_BYTES], const uint8_t key[ZN_IB_KEY_BYTES])
 {
-    wire_mac(msg, key, nonce, msg + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY);
+    wire_mac(msg, key, msg + ZN_IB_WIRE_BYTES - 32);
 }
 
-int zn_net_ib_wire_verify(const uint8_t msg[ZN_IB_WIRE_BYTES], const uint8_t key[ZN_IB_KEY_BYTES],
-                          const uint8_t nonce[ZN_IB_NONCE_BYTES])
+int zn_net_ib_wire_verify(const uint8_t msg[ZN_IB_WIRE_BYTES], const uint8_t key[ZN_IB_KEY_BYTES])
 {
-    uint8_t want[ZN_IB_WIRE_MAC];
-    wire_mac(msg, key, nonce, want);
-    return zn_ct_equal(want, msg + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY, sizeof(want));
-}
-
-void zn_net_ib_chal_encode(const uint8_t nonce[ZN_IB_NONCE_BYTES], uint8_t out[ZN_IB_CHAL_BYTES])
-{
-    memset(out, 0, ZN_IB_CHAL_BYTES);
-    put32(out, ZN_IB_CHAL_MAGIC);
-    put16(out + 4, ZN_IB_WIRE_VERSION);
-    memcpy(out + 8, nonce, ZN_IB_NONCE_BYTES);
-}
-
-int zn_net_ib_chal_decode(const uint8_t in[ZN_IB_CHAL_BYTES], uint8_t nonce[ZN_IB_NONCE_BYTES])
-{
-    if (get(in, 4) != ZN_IB_CHAL_MAGIC || get(in + 4, 2) != ZN_IB_WIRE_VERSION || get(in + 6, 2))
-        return -EPROTO;
-    memcpy(nonce, in + 8, ZN_IB_NONCE_BYTES);
-    return 0;
+    uint8_t want[32];
+    wire_mac(msg, key, want);
+    return zn_ct_equal(want, msg + ZN_IB_WIRE_BYTES - 32, sizeof(want));
 }
