@@ -189,7 +189,9 @@ static void take_hello(struct zn_boot *b, int i)
         return;
     }
     if (!zn_boot_hello_verify(&h, b->secret, b->magic, c->nonce)) {
-        in_reject(b, i, "it did not prove the job secret (another job, or a stranger)");
+        in_reject(b, i,
+                  "it did not prove the job secret (a stranger, another job, or a rank with "
+                  "another ZINC_JOB_SECRET)");
         return;
     }
     const union zn_sockaddr *reg = &b->addrs[h.rank];

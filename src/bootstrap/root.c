@@ -142,7 +142,7 @@ static int register_rank(struct root *r, int i)
     if (!zn_boot_hello_verify(&h, r->secret, r->magic, c->nonce)) {
         zn_warn(ZN_BOOT,
                 "bootstrap root %s: closed connection from %s: it did not prove the job secret "
-                "(another job, or a stranger)",
+                "(a stranger, another job, or a rank with another ZINC_JOB_SECRET)",
                 r->where, c->peer);
         conn_close(r, i);
         return 0;

@@ -226,8 +226,8 @@ static int wait_closed(int ms, int all)
         for (int i = 0; i < NSTRAYS; i++) {
             if (strays[i].fd < 0 || (!all && strays[i].logs == QUIET)) continue;
             struct pollfd p = { .fd = strays[i].fd, .events = POLLIN };
-            char c;
-            if (poll(&p, 1, 0) == 1 && recv(strays[i].fd, &c, 1, MSG_DONTWAIT) <= 0) {
+            char c[256]; /* the server's CHALLENGE comes first: take it whole */
+            if (poll(&p, 1, 0) == 1 && recv(strays[i].fd, c, sizeof(c), MSG_DONTWAIT) <= 0) {
                 close(strays[i].fd);
                 strays[i].fd = -1;
                 continue;
@@ -365,14 +365,17 @@ int main(void)
         int idle_open = 0;
         for (int i = 0; i < NIDLE; i++) {
             /* It got the root's CHALLENGE, then the end of the connection. */
-            char c[64];
-            ssize_t n = 1;
-            while (n > 0) {
+            int open = 1;
+            for (;;) {
                 struct pollfd p = { .fd = ra.idle[i], .events = POLLIN };
-                n = poll(&p, 1, 5000) == 1 ? recv(ra.idle[i], c, sizeof(c), MSG_DONTWAIT) : 1;
-                if (n == 1) break; /* poll timed out: still open */
+                char c[64];
+                if (poll(&p, 1, 5000) != 1) break; /* still open after 5 s */
+                ssize_t n = recv(ra.idle[i], c, sizeof(c), MSG_DONTWAIT);
+                if (n > 0) continue;
+                open = n < 0 && errno != ECONNRESET;
+                break;
             }
-            idle_open += n != 0 && !(n < 0 && errno == ECONNRESET);
+            idle_open += open;
             close(ra.idle[i]);
         }
         EXPECT(idle_open == 0, "the root left %d of %d idle connections open", idle_open, NIDLE);
