@@ -4,9 +4,10 @@
  *   zinc-run -n N [--timeout S] [--tag-output] [--] PROGRAM ARGS...
  *
  * Each rank gets the environment zinc's bootstrap reads (src/bootstrap/launcher.h): ZINC_RANK,
- * ZINC_NRANKS, ZINC_LOCAL_RANK, ZINC_LOCAL_NRANKS and ZINC_COMM_ID; plus NCCL_COMM_ID and the
- * torchrun names (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), so that programs written for
- * real NCCL or PyTorch run under it unchanged.
+ * ZINC_NRANKS, ZINC_LOCAL_RANK, ZINC_LOCAL_NRANKS, ZINC_COMM_ID and ZINC_JOB_SECRET (drawn here
+ * unless preset: what the ranks prove to each other, src/bootstrap/bootstrap.h); plus NCCL_COMM_ID
+ * and the torchrun names (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), so that programs written
+ * for real NCCL or PyTorch run under it unchanged.
  *
  * The job succeeds or fails as a whole. The first rank that exits non-zero or dies of a signal is
  * reported, the others are stopped (SIGTERM to each rank's process group, SIGKILL after a grace
@@ -28,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -62,8 +65,9 @@ static const char usage_text[] =
     "  -h, --help          print this help\n"
     "\n"
     "Ranks get ZINC_RANK, ZINC_NRANKS, ZINC_LOCAL_RANK, ZINC_LOCAL_NRANKS, RANK, WORLD_SIZE,\n"
-    "LOCAL_RANK, LOCAL_WORLD_SIZE, and ZINC_COMM_ID = NCCL_COMM_ID = 127.0.0.1:<free port>\n"
-    "(a preset ZINC_COMM_ID or NCCL_COMM_ID is kept). If a rank fails, the others are\n"
+    "LOCAL_RANK, LOCAL_WORLD_SIZE, ZINC_COMM_ID = NCCL_COMM_ID = 127.0.0.1:<free port>\n"
+    "(a preset ZINC_COMM_ID or NCCL_COMM_ID is kept) and ZINC_JOB_SECRET = 32 random bytes\n"
+    "in hex (a preset one is kept). If a rank fails, the others are\n"
     "stopped (SIGTERM, SIGKILL 3 s later) and zinc-run exits with its status (128+signal).\n";
 
 struct options {
@@ -299,6 +303,22 @@ static int set_job_env(const struct options *opt)
         return -1;
     }
     free(id);
+    /* The ranks meet at a fixed address, whose magic anyone can compute: a secret drawn here
+     * (kept if preset, e.g. one shared by several zinc-runs) is what they prove to each other. */
+    const char *secret = getenv("ZINC_JOB_SECRET");
+    if (!secret || !*secret) {
+        uint8_t raw[32];
+        char hex[2 * sizeof(raw) + 1];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+            fprintf(stderr, "zinc-run: cannot draw a job secret: %s\n", strerror(errno));
+            return -1;
+        }
+        for (size_t i = 0; i < sizeof(raw); i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+        if (setenv("ZINC_JOB_SECRET", hex, 1) != 0) {
+            fprintf(stderr, "zinc-run: cannot set ZINC_JOB_SECRET: %s\n", strerror(errno));
+            return -1;
+        }
+    }
     setenv_int("ZINC_NRANKS", opt->nranks);
     setenv_int("ZINC_LOCAL_NRANKS", opt->nranks);
     setenv_int("WORLD_SIZE", opt->nranks);

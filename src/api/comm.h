@@ -103,6 +103,7 @@ struct zn_join {
     int from_addrs;
     ncclUniqueId id;
     uint64_t magic;
+    struct zn_boot_secret secret; /* the parent's job secret (from_addrs) */
     struct zn_boot_listener listener;
     union zn_sockaddr *addrs;
     ncclUniqueId *ids; /* ncclCommInitRankScalable with several ids (nids > 1), else NULL */

@@ -152,7 +152,7 @@ static ncclResult_t join(struct ncclComm *c, struct zn_join *j)
 {
     ncclResult_t res;
     if (j->from_addrs)
-        res = zn_boot_init_addrs(j->magic, c->rank, c->nranks, &j->listener, j->addrs,
+        res = zn_boot_init_addrs(j->magic, &j->secret, c->rank, c->nranks, &j->listener, j->addrs,
                                  &c->abort_flag, &c->boot);
     else if (j->nids > 1)
         res = zn_boot_init_scalable(j->ids, j->nids, c->rank, c->nranks, &c->abort_flag, &c->boot);

@@ -81,6 +81,7 @@ ncclResult_t zn_comm_create_child(struct ncclComm *p, int m, int me, uint64_t ma
     c->kind = p->kind;
     c->cuda_dev = p->cuda_dev;
     struct zn_join j = { .from_addrs = 1, .magic = magic, .listener = *l, .addrs = addrs };
+    zn_boot_get_secret(p->boot, &j.secret);
     l->fd = -1;
     if (!cfg->blocking) {
         res = zn_comm_setup_async(c, &j);

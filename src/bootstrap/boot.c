@@ -92,6 +92,8 @@ static void in_close(struct zn_boot *b, int i)
     b->in[i] = b->in[--b->nin];
 }
 
+/* Every connection waiting on the listener: it gets a CHALLENGE at once (a stranger's costs
+ * only its descriptor and this entry; it is closed at its deadline if it proves nothing). */
 static void accept_incoming(struct zn_boot *b)
 {
     for (;;) {
@@ -107,27 +109,110 @@ static void accept_incoming(struct zn_boot *b)
             b->in = n;
             b->incap = cap;
         }
-        memset(&b->in[b->nin], 0, sizeof(b->in[0]));
-        b->in[b->nin].fd = fd;
-        b->in[b->nin].src = -1;
+        struct boot_in *c = &b->in[b->nin];
+        memset(c, 0, sizeof(*c));
+        c->fd = fd;
+        c->src = -1;
+        c->deadline = zn_deadline_from_now();
+        union zn_sockaddr pa;
+        socklen_t plen = sizeof(pa);
+        snprintf(c->from, sizeof(c->from), "?");
+        if (getpeername(fd, &pa.sa, &plen) == 0) zn_sockaddr_str(&pa, c->from, sizeof(c->from));
+        int rc = zn_boot_send_challenge(fd, b->magic, c->nonce);
+        if (rc) {
+            zn_info(ZN_BOOT, "bootstrap: connection from %s gone before its challenge: %s", c->from,
+                    strerror(-rc));
+            close(fd);
+            continue;
+        }
         b->nin++;
     }
 }
 
-static void enqueue(struct zn_boot *b, int src, struct zn_frame_reader *rd)
+/* A stranger's connection: closed, with a warning that names where it came from. */
+static void in_reject(struct zn_boot *b, int i, const char *why)
+{
+    zn_warn(ZN_BOOT, "bootstrap: closed the connection from %s: %s", b->in[i].from, why);
+    in_close(b, i);
+}
+
+static void enqueue(struct zn_boot *b, struct boot_in *c, struct zn_frame_reader *rd)
 {
     struct boot_msg *m = calloc(1, sizeof(*m));
     if (!m) return;
     memcpy(&m->tag, rd->payload, 4);
-    m->src = src;
+    m->src = c->src;
+    m->conn_fd = c->fd;
     m->len = rd->hdr.len - 8;
+    c->queued += m->len;
     m->data = rd->payload; /* take the buffer over */
     rd->payload = NULL;
     *b->unexpected_tail = m;
     b->unexpected_tail = &m->next;
 }
 
-/* Serve incoming connection i. Returns an error only for an ABORT frame. */
+void zn_boot_unqueue(struct zn_boot *b, const struct boot_msg *m)
+{
+    for (int i = 0; i < b->nin; i++)
+        if (b->in[i].fd == m->conn_fd && b->in[i].src == m->src) {
+            b->in[i].queued -= m->len < b->in[i].queued ? m->len : b->in[i].queued;
+            return;
+        }
+}
+
+static int same_addr(const union zn_sockaddr *a, const union zn_sockaddr *b)
+{
+    if (a->sa.sa_family != b->sa.sa_family) return 0;
+    if (a->sa.sa_family == AF_INET)
+        return a->in4.sin_port == b->in4.sin_port &&
+               a->in4.sin_addr.s_addr == b->in4.sin_addr.s_addr;
+    return a->in6.sin6_port == b->in6.sin6_port &&
+           !memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, sizeof(a->in6.sin6_addr));
+}
+
+/* A HELLO arrived on an unproven connection: it must carry a MAC made with the job secret
+ * over our nonce, and the rank it claims must fit what that rank registered (its listening
+ * address, where we know it). */
+static void take_hello(struct zn_boot *b, int i)
+{
+    struct boot_in *c = &b->in[i];
+    struct zn_frame_reader *rd = &c->rd;
+    struct zn_boot_hello h;
+    union zn_sockaddr addr;
+    if (rd->hdr.type != ZN_BOOT_HELLO) {
+        in_reject(b, i, "malformed HELLO (another frame came before it)");
+        return;
+    }
+    if (zn_boot_hello_decode(rd->payload, rd->hdr.len, &h, &addr) != 0 || h.nranks != b->nranks ||
+        h.kind == ZN_HELLO_ROOT) {
+        in_reject(b, i, "malformed HELLO");
+        return;
+    }
+    if (!zn_boot_hello_verify(&h, b->secret, b->magic, c->nonce)) {
+        in_reject(b, i,
+                  "it did not prove the job secret (a stranger, another job, or a rank with "
+                  "another ZINC_JOB_SECRET)");
+        return;
+    }
+    const union zn_sockaddr *reg = &b->addrs[h.rank];
+    if (reg->sa.sa_family && !same_addr(reg, &addr)) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "it claims rank %d, which registered another address", h.rank);
+        in_reject(b, i, msg);
+        return;
+    }
+    zn_boot_count_recv(b, rd);
+    zn_frame_reader_reset(rd);
+    if (h.kind == ZN_HELLO_RING && h.rank == (b->rank + b->nranks - 1) % b->nranks &&
+        b->prev_fd < 0) {
+        b->prev_fd = c->fd;
+        b->in[i] = b->in[--b->nin];
+        return;
+    }
+    c->src = h.rank;
+}
+
+/* Serve incoming connection i. Returns an error only for an ABORT frame from a proven rank. */
 static ncclResult_t serve_in(struct zn_boot *b, int i)
 {
     struct boot_in *c = &b->in[i];
@@ -135,13 +220,15 @@ static ncclResult_t serve_in(struct zn_boot *b, int i)
     if (rc == 0) return ncclSuccess;
     if (rc < 0) {
         if (rc == -EBADMSG)
-            zn_warn(ZN_BOOT, "bootstrap: closed an incoming connection that did not present this "
-                             "job's magic");
+            in_reject(b, i, "it did not present this job's magic");
         else if (rc != -EPIPE && rc != -ECONNRESET)
-            zn_warn(ZN_BOOT, "bootstrap: closed an incoming connection%s: %s",
-                    c->src >= 0 ? " from a peer" : "",
-                    rc == -EMSGSIZE ? "message length out of bounds" : strerror(-rc));
-        in_close(b, i);
+            in_reject(b, i, rc == -EMSGSIZE ? "message length out of bounds" : strerror(-rc));
+        else
+            in_close(b, i);
+        return ncclSuccess;
+    }
+    if (c->src < 0) {
+        take_hello(b, i);
         return ncclSuccess;
     }
     struct zn_frame_reader *rd = &c->rd;
@@ -153,28 +240,18 @@ static ncclResult_t serve_in(struct zn_boot *b, int i)
         in_close(b, i);
         return r;
     }
-    if (c->src < 0) {
-        struct zn_boot_hello h;
-        if (rd->hdr.type != ZN_BOOT_HELLO ||
-            zn_boot_hello_decode(rd->payload, rd->hdr.len, &h, NULL) != 0 ||
-            h.nranks != b->nranks || h.kind == ZN_HELLO_ROOT) {
-            zn_warn(ZN_BOOT, "bootstrap: closed an incoming connection with a malformed HELLO");
-            in_close(b, i);
-            return ncclSuccess;
-        }
-        zn_frame_reader_reset(rd);
-        if (h.kind == ZN_HELLO_RING && h.rank == (b->rank + b->nranks - 1) % b->nranks &&
-            b->prev_fd < 0) {
-            b->prev_fd = c->fd;
-            b->in[i] = b->in[--b->nin];
-            return ncclSuccess;
-        }
-        c->src = h.rank;
-        return ncclSuccess;
-    }
-    if (rd->hdr.type == ZN_BOOT_DATA && rd->hdr.len >= 8) enqueue(b, c->src, rd);
+    if (rd->hdr.type == ZN_BOOT_DATA && rd->hdr.len >= 8) enqueue(b, c, rd);
     zn_frame_reader_reset(rd);
     return ncclSuccess;
+}
+
+/* Close connections that proved nothing by their deadline. */
+static void expire_incoming(struct zn_boot *b)
+{
+    int64_t now = zn_now_ns();
+    for (int i = b->nin - 1; i >= 0; i--)
+        if (b->in[i].src < 0 && now > b->in[i].deadline)
+            in_reject(b, i, "no HELLO within ZINC_TIMEOUT");
 }
 
 static int send_step(struct zn_boot *b, struct boot_io *io, size_t total)
@@ -237,7 +314,8 @@ static ncclResult_t io_step(struct zn_boot *b, struct boot_io *io, size_t total,
         if (io->sent == total) zn_boot_count_sent(b, total);
     }
     if (!*recv_done) {
-        int rc = zn_frame_reader_step(io->rd, io->recv_fd, b->magic, ZN_BOOT_DATA);
+        int rc = zn_frame_reader_step(io->rd, io->recv_fd, b->magic,
+                                      io->want_type ? io->want_type : ZN_BOOT_DATA);
         if (rc < 0) {
             if (rc == -EBADMSG || rc == -EPROTO || rc == -EMSGSIZE)
                 return zn_boot_fail_peer(b, ncclInternalError, io->blame_recv, io->what, rc);
@@ -289,15 +367,22 @@ ncclResult_t zn_boot_io_run(struct zn_boot *b, struct boot_io *io)
         pfds[1] = (struct pollfd){ .fd = send_done ? -1 : io->send_fd, .events = POLLOUT };
         pfds[2] = (struct pollfd){ .fd = recv_done ? -1 : io->recv_fd, .events = POLLIN };
         pfds[3] = (struct pollfd){ .fd = watching_prev(b, io) ? b->prev_fd : -1, .events = POLLIN };
+        /* A source with ZN_BOOT_MAX_QUEUED bytes waiting is not read until some are taken. */
         for (int i = 0; i < b->nin; i++)
-            pfds[PFD_FIXED + i] = (struct pollfd){ .fd = b->in[i].fd, .events = POLLIN };
+            pfds[PFD_FIXED + i] =
+                (struct pollfd){ .fd = b->in[i].queued < ZN_BOOT_MAX_QUEUED ? b->in[i].fd : -1,
+                                 .events = POLLIN };
         int ready = poll(pfds, (nfds_t)need, zn_ms_left(deadline, 50));
-        if (ready <= 0) continue;
+        if (ready <= 0) {
+            expire_incoming(b);
+            continue;
+        }
         for (int i = b->nin - 1; i >= 0; i--)
             if (pfds[PFD_FIXED + i].revents && (res = serve_in(b, i)) != ncclSuccess) goto out;
         if (pfds[0].revents) accept_incoming(b);
         /* Last, so that messages that came with the predecessor's end are taken first. */
         if (pfds[3].revents && (res = serve_prev(b)) != ncclSuccess) goto out;
+        expire_incoming(b);
     }
 out:
     if (pfds != stack_pfds) free(pfds);
@@ -335,11 +420,12 @@ void zn_boot_listener_close(struct zn_boot_listener *l)
     l->fd = -1;
 }
 
-ncclResult_t zn_boot_alloc(uint64_t magic, int rank, int nranks, const atomic_int *abort_flag,
-                           struct zn_boot **out)
+ncclResult_t zn_boot_alloc(uint64_t magic, const uint8_t *secret, int rank, int nranks,
+                           const atomic_int *abort_flag, struct zn_boot **out)
 {
     struct zn_boot *b = calloc(1, sizeof(*b));
     if (!b) return zn_error(ncclSystemError, ZN_BOOT, "out of memory");
+    if (secret) memcpy(b->secret, secret, sizeof(b->secret)); /* else zeros: proves nothing */
     b->rank = rank;
     b->nranks = nranks;
     b->magic = magic;
@@ -363,6 +449,29 @@ static int have_prev(struct zn_boot *b, void *arg)
     return b->prev_fd >= 0;
 }
 
+ncclResult_t zn_boot_hello_make(struct zn_boot *b, int fd, uint32_t kind, int peer,
+                                const char *what, struct zn_boot_hello *h)
+{
+    struct zn_frame_reader rd = { 0 };
+    struct boot_io io = { .send_fd = -1,
+                          .recv_fd = fd,
+                          .rd = &rd,
+                          .want_type = ZN_BOOT_CHALLENGE,
+                          .blame_recv = peer,
+                          .what = what };
+    ncclResult_t res = zn_boot_io_run(b, &io);
+    if (res == ncclSuccess && rd.hdr.type != ZN_BOOT_CHALLENGE) /* take_abort answered */
+        res = b->fail_code ? b->fail_code : ncclRemoteError;
+    if (res == ncclSuccess) {
+        b->stats.msgs_recv--; /* challenges are not counted (bootstrap.h) */
+        b->stats.bytes_recv -= sizeof(rd.hdr) + rd.hdr.len;
+        zn_boot_hello_encode(h, b->rank, b->nranks, kind, &b->l.addr);
+        zn_boot_hello_sign(h, b->secret, b->magic, rd.payload);
+    }
+    zn_frame_reader_reset(&rd);
+    return res;
+}
+
 ncclResult_t zn_boot_ring_connect(struct zn_boot *b, const union zn_sockaddr *next)
 {
     if (b->nranks == 1) return ncclSuccess;
@@ -371,7 +480,7 @@ ncclResult_t zn_boot_ring_connect(struct zn_boot *b, const union zn_sockaddr *ne
     int rc = zn_sock_connect(next, deadline, b->abort_flag, &b->next_fd);
     if (rc) return zn_boot_fail_peer(b, ncclRemoteError, next_rank, "ring connect", rc);
     struct zn_boot_hello h;
-    zn_boot_hello_encode(&h, b->rank, b->nranks, ZN_HELLO_RING, &b->l.addr);
+    ZN_CHECK(zn_boot_hello_make(b, b->next_fd, ZN_HELLO_RING, next_rank, "ring setup", &h));
     struct zn_boot_frame f = {
         .type = ZN_BOOT_HELLO, .version = ZN_BOOT_VERSION, .magic = b->magic, .len = sizeof(h)
     };
@@ -442,12 +551,22 @@ static ncclResult_t root_exchange(struct zn_boot *b, const union zn_sockaddr *ro
         return zn_error(ncclRemoteError, ZN_BOOT, "cannot reach the bootstrap root at %s: %s",
                         where, rc == -ETIMEDOUT ? "timed out (ZINC_TIMEOUT)" : strerror(-rc));
     struct zn_boot_hello h;
-    zn_boot_hello_encode(&h, b->rank, b->nranks, ZN_HELLO_ROOT, &b->l.addr);
-    if (b->rank == 0) h.flags = ZN_HELLO_WANT_TABLE;
-    rc = zn_boot_send_frame(fd, ZN_BOOT_HELLO, b->magic, &h, sizeof(h), NULL, 0, deadline,
-                            b->abort_flag);
-    if (rc == 0) zn_boot_count_sent(b, sizeof(struct zn_boot_frame) + sizeof(h));
     struct zn_frame_reader rd = { 0 };
+    rc = root_read(b, fd, &rd, ZN_BOOT_CHALLENGE, deadline);
+    if (rc == 1 && rd.hdr.type != ZN_BOOT_CHALLENGE) rc = -EPROTO;
+    if (rc == 1) { /* challenges are not counted (bootstrap.h) */
+        b->stats.msgs_recv--;
+        b->stats.bytes_recv -= sizeof(rd.hdr) + rd.hdr.len;
+    }
+    if (rc == 1) {
+        zn_boot_hello_encode(&h, b->rank, b->nranks, ZN_HELLO_ROOT, &b->l.addr);
+        if (b->rank == 0) h.flags = ZN_HELLO_WANT_TABLE;
+        zn_boot_hello_sign(&h, b->secret, b->magic, rd.payload);
+        zn_frame_reader_reset(&rd);
+        rc = zn_boot_send_frame(fd, ZN_BOOT_HELLO, b->magic, &h, sizeof(h), NULL, 0, deadline,
+                                b->abort_flag);
+    }
+    if (rc == 0) zn_boot_count_sent(b, sizeof(struct zn_boot_frame) + sizeof(h));
     if (rc == 0) rc = root_read(b, fd, &rd, ZN_BOOT_RING_INFO, deadline);
     ncclResult_t res = ncclSuccess;
     if (rc == 1) res = take_ring_info(b, &rd, next);
@@ -481,12 +600,13 @@ ncclResult_t zn_boot_init(const ncclUniqueId *uid, int rank, int nranks,
                         "commId is not a unique id made by ncclGetUniqueId (magic 0 or no root "
                         "address): was it broadcast to every rank?");
     struct zn_boot *b;
-    ZN_CHECK(zn_boot_alloc(id.magic, rank, nranks, abort_flag, &b));
+    /* An id without ZN_ID_SECRET has zeros there: the same zeros on every rank. */
+    ZN_CHECK(zn_boot_alloc(id.magic, id.secret, rank, nranks, abort_flag, &b));
     ncclResult_t res;
     ZN_CHECK_GOTO(zn_boot_listener_create(&b->l), res, fail);
     if (id.rank0_hosts_root && rank == 0) {
         union zn_sockaddr bound;
-        ZN_CHECK_GOTO(zn_boot_root_start(&root, id.magic, &bound), res, fail);
+        ZN_CHECK_GOTO(zn_boot_root_start(&root, id.magic, b->secret, &bound), res, fail);
     }
     union zn_sockaddr next;
     int64_t t0 = zn_now_ns();
@@ -507,12 +627,14 @@ fail:
     return res;
 }
 
-ncclResult_t zn_boot_init_addrs(uint64_t magic, int rank, int nranks, struct zn_boot_listener *l,
+ncclResult_t zn_boot_init_addrs(uint64_t magic, const struct zn_boot_secret *secret, int rank,
+                                int nranks, struct zn_boot_listener *l,
                                 const union zn_sockaddr *addrs, const atomic_int *abort_flag,
                                 struct zn_boot **out)
 {
     struct zn_boot *b;
-    ncclResult_t res = zn_boot_alloc(magic, rank, nranks, abort_flag, &b);
+    ncclResult_t res =
+        zn_boot_alloc(magic, secret ? secret->key : NULL, rank, nranks, abort_flag, &b);
     if (res != ncclSuccess) {
         zn_boot_listener_close(l);
         return res;
@@ -546,6 +668,11 @@ void zn_boot_get_stats(const struct zn_boot *b, struct zn_boot_stats *out)
 uint64_t zn_boot_magic(const struct zn_boot *b)
 {
     return b->magic;
+}
+
+void zn_boot_get_secret(const struct zn_boot *b, struct zn_boot_secret *out)
+{
+    memcpy(out->key, b->secret, sizeof(out->key));
 }
 
 const union zn_sockaddr *zn_boot_peer_addr(const struct zn_boot *b, int rank)

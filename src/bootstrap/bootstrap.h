@@ -14,6 +14,13 @@
  * wait watches the predecessor, so a death fails the bootstrap at once. All of it is blocking
  * with the ZINC_TIMEOUT deadline and watches the communicator's abort flag. One thread at a
  * time may use a zn_boot.
+ *
+ * Authentication: every bootstrap connection proves that it knows the job secret before
+ * anything it sends is taken (wire.h: the listener's CHALLENGE, a HELLO with an HMAC). The
+ * secret is 32 random bytes in the unique id (ncclGetUniqueId without ZINC_COMM_ID), or, for a
+ * job that meets at ZINC_COMM_ID (whose magic anyone who sees the address can compute), the
+ * hash of ZINC_JOB_SECRET, which zinc-run draws for its ranks and other launchers can pass.
+ * Without either, the secret is all zeros and proves nothing (logged once at INFO).
  */
 #ifndef ZN_BOOTSTRAP_BOOTSTRAP_H
 #define ZN_BOOTSTRAP_BOOTSTRAP_H
@@ -24,16 +31,26 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* The unique id, as stored in ncclUniqueId's 128 bytes. */
+#define ZN_ID_SECRET 1u /* zn_unique_id.flags: secret holds a job secret */
+
+/* The unique id, as stored in ncclUniqueId's 128 bytes (88 used). */
 struct zn_unique_id {
     uint64_t magic;
     uint32_t version;
     uint32_t rank0_hosts_root; /* 1: ZINC_COMM_ID; rank 0 starts the root inside init */
     uint8_t root_addr[32];
+    uint32_t flags; /* ZN_ID_SECRET */
+    uint32_t pad;
+    uint8_t secret[32];
 };
 _Static_assert(sizeof(struct zn_unique_id) <= NCCL_UNIQUE_ID_BYTES, "unique id fits");
 
 struct zn_boot;
+
+/* A job secret (see above), copied from a parent communicator's bootstrap to its children's. */
+struct zn_boot_secret {
+    uint8_t key[32];
+};
 
 /* A bootstrap listening socket, made before the ranks know each other (split, shrink). */
 struct zn_boot_listener {
@@ -68,7 +85,8 @@ void zn_boot_listener_close(struct zn_boot_listener *l);
 
 /* Join a communicator whose members already know every member's listening address (from an
  * allgather on a parent communicator). Takes ownership of l. */
-ncclResult_t zn_boot_init_addrs(uint64_t magic, int rank, int nranks, struct zn_boot_listener *l,
+ncclResult_t zn_boot_init_addrs(uint64_t magic, const struct zn_boot_secret *secret, int rank,
+                                int nranks, struct zn_boot_listener *l,
                                 const union zn_sockaddr *addrs, const atomic_int *abort_flag,
                                 struct zn_boot **out);
 
@@ -91,7 +109,8 @@ void zn_boot_reopen(struct zn_boot *b, const atomic_int *abort_flag);
 /* Whole frames this rank wrote and read on bootstrap sockets (root, ring, point to point),
  * headers included: what init costs each rank in messages, to check that it stays O(log n).
  * A point-to-point DATA frame counts as received when zn_boot_recv takes it, so that once a
- * collective returned on every rank the counts do not depend on timing. */
+ * collective returned on every rank the counts do not depend on timing. CHALLENGE frames (one
+ * per connection, whichever side happens to serve it first) are not counted. */
 struct zn_boot_stats {
     uint64_t msgs_sent, bytes_sent;
     uint64_t msgs_recv, bytes_recv;
@@ -101,11 +120,12 @@ void zn_boot_get_stats(const struct zn_boot *b, struct zn_boot_stats *out);
 int zn_boot_rank(const struct zn_boot *b);
 int zn_boot_nranks(const struct zn_boot *b);
 uint64_t zn_boot_magic(const struct zn_boot *b);
+void zn_boot_get_secret(const struct zn_boot *b, struct zn_boot_secret *out);
 const union zn_sockaddr *zn_boot_peer_addr(const struct zn_boot *b, int rank);
 void zn_boot_destroy(struct zn_boot *b);
 
 /* Internal to the bootstrap layer: start a root serving one init of a job. */
 ncclResult_t zn_boot_root_start(const union zn_sockaddr *addr, uint64_t magic,
-                                union zn_sockaddr *bound);
+                                const uint8_t secret[32], union zn_sockaddr *bound);
 
 #endif

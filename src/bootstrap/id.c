@@ -1,13 +1,16 @@
-/* Unique ids: a root address plus a 64-bit job magic. */
+/* Unique ids: a root address, a 64-bit job magic and the job secret (bootstrap.h). */
 #include "bootstrap.h"
 #include "util/err.h"
+#include "util/hmac.h"
+#include "util/log.h"
 #include "util/param.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/random.h>
 
-#define ZN_ID_VERSION 1
+#define ZN_ID_VERSION 2
 
 /* FNV-1a: a stable 64-bit hash, so every rank derives the same magic from ZINC_COMM_ID. */
 static uint64_t fnv1a(const char *s)
@@ -15,6 +18,28 @@ static uint64_t fnv1a(const char *s)
     uint64_t h = 0xcbf29ce484222325ull;
     for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
     return h;
+}
+
+/* The secret of a job that meets at a fixed address: ZINC_JOB_SECRET, hashed so that any
+ * string will do. Without it, say once that the job's connections prove nothing. */
+static void secret_from_env(struct zn_unique_id *id)
+{
+    const char *s = zn_params()->job_secret;
+    if (*s) {
+        static const char label[] = "zinc-job-secret:";
+        struct zn_sha256 h;
+        zn_sha256_init(&h);
+        zn_sha256_update(&h, label, sizeof(label) - 1);
+        zn_sha256_update(&h, s, strlen(s));
+        zn_sha256_final(&h, id->secret);
+        id->flags |= ZN_ID_SECRET;
+        return;
+    }
+    static atomic_int told;
+    if (!atomic_exchange(&told, 1))
+        zn_info(ZN_BOOT, "bootstrap: no ZINC_JOB_SECRET: anyone who knows the rendezvous address "
+                         "can join or disturb this job (zinc-run sets one; other launchers can "
+                         "pass one)");
 }
 
 /* use_env: 1 ZINC_COMM_ID, 2 fixed_addr, 0 neither (a root of this process). */
@@ -33,10 +58,14 @@ static ncclResult_t make_id(ncclUniqueId *out, int use_env, const char *fixed_ad
                 use_env == 1 ? "ZINC_COMM_ID/NCCL_COMM_ID" : "root address", env, strerror(-rc));
         id.magic = fnv1a(env) | 1;
         id.rank0_hosts_root = 1;
+        secret_from_env(&id);
     } else {
         if (getrandom(&id.magic, sizeof(id.magic), 0) != sizeof(id.magic))
             return zn_error(ncclSystemError, ZN_BOOT, "getrandom failed: %s", strerror(errno));
         id.magic |= 1; /* never 0, which marks an id that was never filled */
+        if (getrandom(id.secret, sizeof(id.secret), 0) != sizeof(id.secret))
+            return zn_error(ncclSystemError, ZN_BOOT, "getrandom failed: %s", strerror(errno));
+        id.flags |= ZN_ID_SECRET;
         char ifname[64];
         int rc = zn_sock_local_addr(&addr, ifname, sizeof(ifname));
         if (rc)
@@ -47,7 +76,7 @@ static ncclResult_t make_id(ncclUniqueId *out, int use_env, const char *fixed_ad
             addr.in6.sin6_port = 0;
         else
             addr.in4.sin_port = 0;
-        ZN_CHECK(zn_boot_root_start(&addr, id.magic, &addr));
+        ZN_CHECK(zn_boot_root_start(&addr, id.magic, id.secret, &addr));
     }
     memcpy(id.root_addr, &addr, sizeof(addr));
     memset(out, 0, sizeof(*out));

@@ -37,7 +37,7 @@ ncclResult_t zn_boot_send(struct zn_boot *b, int peer, uint32_t tag, const void 
         int rc = zn_sock_connect(&b->addrs[peer], zn_now_ns() + zn_timeout_ns(), b->abort_flag,
                                  &b->send_fd[peer]);
         if (rc) return zn_boot_fail_peer(b, ncclRemoteError, peer, "connect", rc);
-        zn_boot_hello_encode(&h, b->rank, b->nranks, ZN_HELLO_P2P, &b->l.addr);
+        ZN_CHECK(zn_boot_hello_make(b, b->send_fd[peer], ZN_HELLO_P2P, peer, "send", &h));
         struct boot_io io = { .send_fd = b->send_fd[peer],
                               .part = { &hf, &h },
                               .len = { sizeof(hf), sizeof(h) },
@@ -104,6 +104,7 @@ ncclResult_t zn_boot_recv(struct zn_boot *b, int peer, uint32_t tag, void *buf, 
     }
     b->stats.msgs_recv++;
     b->stats.bytes_recv += sizeof(struct zn_boot_frame) + 8 + m.found->len;
+    zn_boot_unqueue(b, m.found);
     free(m.found->data);
     free(m.found);
     return res;

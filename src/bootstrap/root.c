@@ -6,6 +6,8 @@
  * It serves all connections from one poll() loop with an incremental frame reader per
  * connection, so a stray connection that sends nothing, sends garbage or announces a huge
  * length costs only its own descriptor: it is closed and logged and the root keeps serving.
+ * Each connection gets a CHALLENGE at once; its HELLO must answer it with the job secret
+ * (wire.h) and come within ZINC_TIMEOUT.
  */
 #include "bootstrap.h"
 #include "wire.h"
@@ -27,11 +29,14 @@ struct root_conn {
     union zn_sockaddr listen_addr;
     uint32_t flags; /* of its HELLO */
     char peer[ZN_SOCKADDR_STRLEN];
+    uint8_t nonce[ZN_BOOT_NONCE_BYTES]; /* of the CHALLENGE it got */
+    int64_t deadline;                   /* for its HELLO */
 };
 
 struct root {
     int lfd;
     uint64_t magic;
+    uint8_t secret[ZN_BOOT_SECRET_BYTES];
     int nranks; /* 0 until the first HELLO */
     int njoined;
     struct root_conn *conns;
@@ -112,6 +117,11 @@ static int accept_all(struct root *r)
             zn_sockaddr_str(&pa, c->peer, sizeof(c->peer));
         else
             snprintf(c->peer, sizeof(c->peer), "?");
+        c->deadline = zn_deadline_from_now();
+        if (zn_boot_send_challenge(fd, r->magic, c->nonce) != 0) {
+            close(fd);
+            r->nconns--;
+        }
     }
 }
 
@@ -126,6 +136,14 @@ static int register_rank(struct root *r, int i)
         h.kind != ZN_HELLO_ROOT) {
         zn_warn(ZN_BOOT, "bootstrap root %s: closed connection from %s: malformed HELLO", r->where,
                 c->peer);
+        conn_close(r, i);
+        return 0;
+    }
+    if (!zn_boot_hello_verify(&h, r->secret, r->magic, c->nonce)) {
+        zn_warn(ZN_BOOT,
+                "bootstrap root %s: closed connection from %s: it did not prove the job secret "
+                "(a stranger, another job, or a rank with another ZINC_JOB_SECRET)",
+                r->where, c->peer);
         conn_close(r, i);
         return 0;
     }
@@ -260,6 +278,15 @@ static void root_loop(struct root *r)
             fail_all(r, ncclRemoteError, msg);
             goto out;
         }
+        int64_t now = zn_now_ns();
+        for (int i = r->nconns - 1; i >= 0; i--)
+            if (r->conns[i].rank < 0 && now > r->conns[i].deadline) {
+                zn_warn(ZN_BOOT,
+                        "bootstrap root %s: closed connection from %s: no HELLO within "
+                        "ZINC_TIMEOUT",
+                        r->where, r->conns[i].peer);
+                conn_close(r, i);
+            }
         if (pcap < r->nconns + 1) {
             pcap = (r->nconns + 1) * 2;
             struct pollfd *p = realloc(pfds, (size_t)pcap * sizeof(*p));
@@ -298,6 +325,7 @@ static void *root_main(void *arg)
 }
 
 ncclResult_t zn_boot_root_start(const union zn_sockaddr *addr, uint64_t magic,
+                                const uint8_t secret[ZN_BOOT_SECRET_BYTES],
                                 union zn_sockaddr *bound)
 {
     struct root *r = calloc(1, sizeof(*r));
@@ -312,6 +340,7 @@ ncclResult_t zn_boot_root_start(const union zn_sockaddr *addr, uint64_t magic,
                         rc == -EADDRINUSE ? " (another job uses this ZINC_COMM_ID?)" : "");
     }
     r->magic = magic;
+    memcpy(r->secret, secret, sizeof(r->secret));
     r->deadline = zn_now_ns() + zn_timeout_ns();
     zn_sockaddr_str(bound, r->where, sizeof(r->where));
     int err = zn_thread_start_detached(root_main, r);

@@ -31,6 +31,7 @@
 #include "boot_internal.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/hmac.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -122,6 +123,21 @@ static ncclResult_t join_fail(const struct sroot *roots, int nd, struct sjoin *j
                         : strerror(-rc));
 }
 
+/* The root's CHALLENGE into j->rd. 0, or a negative errno (1 is ERROR: join_fail says why). */
+static int read_challenge(struct zn_boot *b, struct sjoin *j, uint64_t magic, int64_t deadline)
+{
+    int rc;
+    while ((rc = zn_frame_reader_step(&j->rd, j->fd, magic, ZN_BOOT_CHALLENGE)) == 0) {
+        struct pollfd p = { .fd = j->fd, .events = POLLIN };
+        poll(&p, 1, zn_ms_left(deadline, 50));
+        if (b->abort_flag && atomic_load(b->abort_flag)) return -ECANCELED;
+        if (zn_now_ns() >= deadline) return -ETIMEDOUT;
+    }
+    if (rc == 1 && j->rd.hdr.type != ZN_BOOT_CHALLENGE) return 1;
+    /* Not counted, like every CHALLENGE (bootstrap.h). */
+    return rc == 1 ? 0 : rc;
+}
+
 /* Send every HELLO, then wait for every answer. */
 static ncclResult_t exchange(struct zn_boot *b, const struct sroot *roots, int nd, struct sjoin *js,
                              int nj)
@@ -131,8 +147,13 @@ static ncclResult_t exchange(struct zn_boot *b, const struct sroot *roots, int n
         const struct sroot *r = &roots[js[i].root];
         int rc = zn_sock_connect(&r->addr, deadline, b->abort_flag, &js[i].fd);
         if (rc) return join_fail(roots, nd, &js[i], rc, "cannot connect");
+        /* The root challenges every connection at once, whatever the other roots do. */
+        rc = read_challenge(b, &js[i], r->id.magic, deadline);
+        if (rc) return join_fail(roots, nd, &js[i], rc, "waiting for the challenge");
         struct zn_boot_hello h;
         zn_boot_hello_encode(&h, js[i].local, js[i].nlocal, ZN_HELLO_ROOT, &b->l.addr);
+        zn_boot_hello_sign(&h, r->id.secret, r->id.magic, js[i].rd.payload);
+        zn_frame_reader_reset(&js[i].rd);
         rc = zn_boot_send_frame(js[i].fd, ZN_BOOT_HELLO, r->id.magic, &h, sizeof(h), NULL, 0,
                                 deadline, b->abort_flag);
         if (rc) return join_fail(roots, nd, &js[i], rc, "cannot send HELLO");
@@ -228,12 +249,20 @@ ncclResult_t zn_boot_init_scalable(const ncclUniqueId *ids, int nids, int rank, 
     }
     /* The job's magic depends on every root's, so two jobs sharing a root never mix. */
     uint64_t magic = 0xcbf29ce484222325ull;
+    /* So does its secret, which every root's id holds a share of. */
+    static const char label[] = "zinc-scalable-secret";
+    uint8_t secret[ZN_BOOT_SECRET_BYTES];
+    struct zn_sha256 sh;
+    zn_sha256_init(&sh);
+    zn_sha256_update(&sh, label, sizeof(label) - 1);
     for (int k = 0; k < nd; k++) {
         roots[k].lo = range_lo(k, nd, nranks);
         roots[k].hi = range_lo(k + 1, nd, nranks);
         magic = (magic ^ roots[k].id.magic) * 0x100000001b3ull;
         magic ^= magic >> 31;
+        zn_sha256_update(&sh, roots[k].id.secret, sizeof(roots[k].id.secret));
     }
+    zn_sha256_final(&sh, secret);
     /* Own root, a link and at most ceil(nd / nranks) empty roots. */
     int maxj = 2 + nd / nranks + 1, nj = 0;
     struct sjoin *js = calloc((size_t)maxj, sizeof(*js));
@@ -246,13 +275,14 @@ ncclResult_t zn_boot_init_scalable(const ncclUniqueId *ids, int nids, int rank, 
         goto out;
     }
     nj = plan_joins(roots, nd, rank, nranks, js);
-    ZN_CHECK_GOTO(zn_boot_alloc(magic | 1, rank, nranks, abort_flag, &b), res, out);
+    ZN_CHECK_GOTO(zn_boot_alloc(magic | 1, secret, rank, nranks, abort_flag, &b), res, out);
     ZN_CHECK_GOTO(zn_boot_listener_create(&b->l), res, out);
     /* An id from ZINC_COMM_ID: the first rank of its range hosts the root. */
     mine = &roots[js[0].root];
     if (mine->id.rank0_hosts_root && rank == mine->lo) {
         union zn_sockaddr bound;
-        ZN_CHECK_GOTO(zn_boot_root_start(&mine->addr, mine->id.magic, &bound), res, out);
+        ZN_CHECK_GOTO(zn_boot_root_start(&mine->addr, mine->id.magic, mine->id.secret, &bound), res,
+                      out);
     }
     ZN_CHECK_GOTO(exchange(b, roots, nd, js, nj), res, out);
     next = js[0].next;

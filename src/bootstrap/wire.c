@@ -1,9 +1,12 @@
 /* Bootstrap frame encoding and the bounds-checked decoders (fuzzed by tests/fuzz). */
 #include "wire.h"
+#include "util/hmac.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/uio.h>
 
 uint64_t zn_boot_type_max_len(uint32_t type)
@@ -15,6 +18,7 @@ uint64_t zn_boot_type_max_len(uint32_t type)
     case ZN_BOOT_ABORT: return 4 + ZN_BOOT_MAX_ERROR;
     case ZN_BOOT_DATA: return 8 + (uint64_t)ZN_BOOT_MAX_DATA;
     case ZN_BOOT_BYE: return 4;
+    case ZN_BOOT_CHALLENGE: return ZN_BOOT_NONCE_BYTES;
     default: return 0;
     }
 }
@@ -57,7 +61,49 @@ void zn_boot_hello_encode(struct zn_boot_hello *h, int rank, int nranks, uint32_
     h->rank = rank;
     h->nranks = nranks;
     h->kind = kind;
-    if (addr) memcpy(h->addr, addr, sizeof(*addr));
+    /* Only the address's own bytes: the rest of the union may never have been written (the
+     * HELLO goes on the wire, and stack bytes must not). */
+    if (addr) memcpy(h->addr, addr, zn_sockaddr_len(addr));
+}
+
+static void hello_mac(const struct zn_boot_hello *h, const uint8_t *secret, uint64_t magic,
+                      const uint8_t *nonce, uint8_t out[ZN_BOOT_MAC_BYTES])
+{
+    static const char label[] = "zinc-boot-hello";
+    const void *part[4] = { label, &magic, nonce, h };
+    size_t len[4] = { sizeof(label) - 1, sizeof(magic), ZN_BOOT_NONCE_BYTES,
+                      offsetof(struct zn_boot_hello, mac) };
+    zn_hmac_sha256(secret, ZN_BOOT_SECRET_BYTES, part, len, 4, out);
+}
+
+void zn_boot_hello_sign(struct zn_boot_hello *h, const uint8_t secret[ZN_BOOT_SECRET_BYTES],
+                        uint64_t magic, const uint8_t nonce[ZN_BOOT_NONCE_BYTES])
+{
+    hello_mac(h, secret, magic, nonce, h->mac);
+}
+
+int zn_boot_hello_verify(const struct zn_boot_hello *h, const uint8_t secret[ZN_BOOT_SECRET_BYTES],
+                         uint64_t magic, const uint8_t nonce[ZN_BOOT_NONCE_BYTES])
+{
+    uint8_t want[ZN_BOOT_MAC_BYTES];
+    hello_mac(h, secret, magic, nonce, want);
+    return zn_ct_equal(want, h->mac, sizeof(want));
+}
+
+int zn_boot_send_challenge(int fd, uint64_t magic, uint8_t nonce[ZN_BOOT_NONCE_BYTES])
+{
+    if (getrandom(nonce, ZN_BOOT_NONCE_BYTES, 0) != ZN_BOOT_NONCE_BYTES) return -EIO;
+    struct {
+        struct zn_boot_frame f;
+        uint8_t nonce[ZN_BOOT_NONCE_BYTES];
+    } m = { .f = { .type = ZN_BOOT_CHALLENGE,
+                   .version = ZN_BOOT_VERSION,
+                   .magic = magic,
+                   .len = ZN_BOOT_NONCE_BYTES } };
+    memcpy(m.nonce, nonce, ZN_BOOT_NONCE_BYTES);
+    size_t n = 0;
+    int rc = zn_sock_send_some(fd, &m, sizeof(m), &n);
+    return rc ? rc : n == sizeof(m) ? 0 : -EAGAIN;
 }
 
 void zn_frame_reader_reset(struct zn_frame_reader *r)

@@ -12,10 +12,15 @@
  * type and len against the limit for that type before it reads a payload byte, so a stray or
  * hostile connection can neither make it allocate nor make it read past a buffer.
  *
- * HELLO payload (first frame of every connection):
- *    +--------+--------+--------+--------+---------------------------------+
- *    | rank   | nranks | kind   | flags  | listen address (32 bytes)       |
- *    +--------+--------+--------+--------+---------------------------------+
+ * CHALLENGE payload (first frame of every connection, from the side that accepted it): a
+ * random nonce of 32 bytes.
+ * HELLO payload (the connecting side's answer; nothing else is taken before it):
+ *    +--------+--------+--------+--------+---------------------------+----------------------+
+ *    | rank   | nranks | kind   | flags  | listen address (32 bytes) | MAC (32 bytes)       |
+ *    +--------+--------+--------+--------+---------------------------+----------------------+
+ * MAC = HMAC-SHA256(job secret, "zinc-boot-hello" | magic | nonce | the first 48 bytes): it
+ * proves that the sender knows the job secret (bootstrap.h) without sending it, binds the
+ * rank and address it claims, and cannot be replayed on another connection (new nonce).
  * RING_INFO payload (root to rank): nranks, pad, address of the next rank (32 bytes).
  * ERROR / ABORT payload: ncclResult_t code (4 bytes) then text (no terminator).
  * DATA payload: tag (4 bytes), pad (4 bytes), then data.
@@ -27,6 +32,7 @@
  * not a death.
  *
  * Version 2 added BYE (ring data moved to point-to-point connections; the ring watches deaths).
+ * Version 3 added CHALLENGE and the HELLO's MAC.
  */
 #ifndef ZN_BOOTSTRAP_WIRE_H
 #define ZN_BOOTSTRAP_WIRE_H
@@ -37,16 +43,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZN_BOOT_VERSION 2
+#define ZN_BOOT_VERSION 3
 
 enum zn_boot_type {
     ZN_BOOT_HELLO = 1,
     ZN_BOOT_RING_INFO = 2,
     ZN_BOOT_ERROR = 3, /* root to rank: init failed */
     ZN_BOOT_DATA = 4,
-    ZN_BOOT_ABORT = 5, /* rank to ring neighbour: the job failed, here is why */
-    ZN_BOOT_BYE = 6,   /* rank to ring successor: closing normally */
+    ZN_BOOT_ABORT = 5,     /* rank to ring neighbour: the job failed, here is why */
+    ZN_BOOT_BYE = 6,       /* rank to ring successor: closing normally */
+    ZN_BOOT_CHALLENGE = 7, /* listener to connecting side: the nonce its HELLO must sign */
 };
+
+#define ZN_BOOT_NONCE_BYTES  32
+#define ZN_BOOT_SECRET_BYTES 32
+#define ZN_BOOT_MAC_BYTES    32
 
 enum zn_boot_hello_kind { ZN_HELLO_ROOT = 1, ZN_HELLO_RING = 2, ZN_HELLO_P2P = 3 };
 #define ZN_HELLO_WANT_TABLE 1u
@@ -67,8 +78,9 @@ struct zn_boot_hello {
     uint32_t kind;
     uint32_t flags; /* ZN_HELLO_WANT_TABLE, to the root */
     uint8_t addr[ZN_WIRE_ADDR_BYTES];
+    uint8_t mac[ZN_BOOT_MAC_BYTES];
 };
-_Static_assert(sizeof(struct zn_boot_hello) == 48, "hello is 48 bytes on the wire");
+_Static_assert(sizeof(struct zn_boot_hello) == 80, "hello is 80 bytes on the wire");
 _Static_assert(sizeof(union zn_sockaddr) <= ZN_WIRE_ADDR_BYTES, "address fits its wire field");
 
 struct zn_boot_ring_info {
@@ -94,6 +106,14 @@ int zn_boot_hello_decode(const void *payload, size_t len, struct zn_boot_hello *
                          union zn_sockaddr *addr);
 void zn_boot_hello_encode(struct zn_boot_hello *h, int rank, int nranks, uint32_t kind,
                           const union zn_sockaddr *addr);
+/* Fill h->mac for the listener's nonce; check it (1: the sender knows secret). */
+void zn_boot_hello_sign(struct zn_boot_hello *h, const uint8_t secret[ZN_BOOT_SECRET_BYTES],
+                        uint64_t magic, const uint8_t nonce[ZN_BOOT_NONCE_BYTES]);
+int zn_boot_hello_verify(const struct zn_boot_hello *h, const uint8_t secret[ZN_BOOT_SECRET_BYTES],
+                         uint64_t magic, const uint8_t nonce[ZN_BOOT_NONCE_BYTES]);
+/* On a connection just accepted: draw a nonce into nonce and send it in a CHALLENGE frame
+ * without blocking (a new socket's buffer always has room). 0 or a negative errno. */
+int zn_boot_send_challenge(int fd, uint64_t magic, uint8_t nonce[ZN_BOOT_NONCE_BYTES]);
 
 /* Incremental reader of one frame from a non-blocking socket: used wherever a server must
  * serve several connections at once without letting a slow one block the others. */

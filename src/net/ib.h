@@ -121,16 +121,26 @@ int zn_net_ib_hca_match(const char *rules, const char *dev, int port);
  * The handshake's wire format: one message each way over the listen socket, then a ready
  * byte from the sender. All fields little-endian.
  *
- *   +-------+---------+------+-----+--------------+-----------------------------------------+
- *   | magic | version | nqps | len | listen_magic | body (len bytes): lid, link layer, mtu, |
- *   | u32   | u16     | u16  | u32 | u64          | buffer addr, rkey, gid[16], qpn[nqps]    |
- *   +-------+---------+------+-----+--------------+-----------------------------------------+
+ *   +-------+---------+------+-----+--------------+------------------------------+-------+-----+
+ *   | magic | version | nqps | len | listen_magic | body (len bytes): lid, link  | nonce | MAC |
+ *   | u32   | u16     | u16  | u32 | u64          | layer, mtu, buffer addr, rkey| 32    | 32  |
+ *   |       |         |      |     |              | gid[16], qpn[nqps]           |       |     |
+ *   +-------+---------+------+-----+--------------+------------------------------+-------+-----+
  *
- * The sender's buffer is its FIFO, the receiver's its sizes array (both RDMA-written by the
- * peer). The receiver's qpn list answers the sender's in order.
+ * The sender's MAC is HMAC-SHA256(the key in the listener's handle, "zinc-ib-hello" | every
+ * byte before it): the handle travels only through the job's authenticated bootstrap, so a
+ * message whose MAC verifies comes from a rank that was given the handle. The nonce (random)
+ * makes every message unique, and the listener takes each nonce once, so that a captured
+ * message replayed on a new connection is refused. Rejected: a challenge from the listener
+ * first. It would make connect() wait for accept() (or accept() for the sender's first isend),
+ * and a caller may run both ends in one thread, each to completion. The receiver's answer
+ * carries zeros there: the sender connected to the address it was given. The sender's buffer
+ * is its FIFO, the receiver's its sizes array (both RDMA-written by the peer). The receiver's
+ * qpn list answers the sender's in order. Version 2 added the nonce and the MAC.
  * ------------------------------------------------------------------------------------- */
 #define ZN_IB_WIRE_MAGIC   0x4e42495au /* "ZIBN" */
-#define ZN_IB_WIRE_VERSION 1
+#define ZN_IB_WIRE_VERSION 2
+#define ZN_IB_KEY_BYTES    32
 
 struct zn_ib_wire {
     uint64_t listen_magic;
@@ -142,14 +152,20 @@ struct zn_ib_wire {
     uint32_t rkey;
     uint8_t gid[16];
     uint32_t qpn[ZN_IB_MAX_QPS];
+    uint8_t nonce[32];
+    uint8_t mac[32];
 };
 
-enum { ZN_IB_WIRE_HDR = 20, ZN_IB_WIRE_BODY = 32 + 4 * ZN_IB_MAX_QPS };
-enum { ZN_IB_WIRE_BYTES = ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY };
+enum { ZN_IB_WIRE_HDR = 20, ZN_IB_WIRE_BODY = 32 + 4 * ZN_IB_MAX_QPS, ZN_IB_WIRE_AUTH = 64 };
+enum { ZN_IB_WIRE_BYTES = ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY + ZN_IB_WIRE_AUTH };
 
 void zn_net_ib_wire_encode(const struct zn_ib_wire *w, uint8_t out[ZN_IB_WIRE_BYTES]);
 /* 0, or -EPROTO with *why naming the first bad field. Never reads past len. */
 int zn_net_ib_wire_decode(const uint8_t *buf, size_t len, struct zn_ib_wire *w, const char **why);
+/* The MAC of an encoded message (its nonce included) for the listener's key: written into its
+ * last 32 bytes, or checked there (1: the sender knows the key). */
+void zn_net_ib_wire_sign(uint8_t msg[ZN_IB_WIRE_BYTES], const uint8_t key[ZN_IB_KEY_BYTES]);
+int zn_net_ib_wire_verify(const uint8_t msg[ZN_IB_WIRE_BYTES], const uint8_t key[ZN_IB_KEY_BYTES]);
 
 /* ---------------------------------------------------------------------------------------
  * Communicators

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------
@@ -201,7 +202,8 @@ static ncclResult_t flush_qp_create(struct zn_ib_comm *c)
 struct ib_handle {
     uint64_t magic;
     union zn_sockaddr addr;
-    uint32_t stage; /* the connecting side's progress, kept in the caller's handle */
+    uint8_t key[ZN_IB_KEY_BYTES]; /* what a sender's message proves (ib.h); from getrandom */
+    uint32_t stage;               /* the connecting side's progress, kept in the caller's handle */
     struct ib_pending *pending;
 };
 _Static_assert(sizeof(struct ib_handle) <= NCCL_NET_HANDLE_MAXSIZE, "IB handle too large");
@@ -217,16 +219,22 @@ struct ib_pending {
     size_t done;
     struct zn_ib_wire peer;
     char peer_str[ZN_SOCKADDR_STRLEN];
+    int64_t deadline; /* accept side: the sender's message must be in by then */
 };
 
+/* Handshakes the listener is serving: any number, each with its own deadline, so that a silent
+ * or slow stranger never holds a real peer back (DESIGN.md, reliability contract). */
 struct ib_listen {
     int dev;
     int tc;
     int fd;
     uint64_t magic;
-    struct ib_pending *pending;
+    uint8_t key[ZN_IB_KEY_BYTES];
+    struct ib_pending **pend;
+    int npend, pcap;
+    uint8_t (*seen)[32]; /* nonces of the messages taken: each is taken once */
+    int nseen, seencap;
 };
-
 ncclResult_t zn_net_ib_listen(int dev, int tc, void *handle, void **listen_comm)
 {
     if (!zn_net_ib_dev(dev))
@@ -248,9 +256,16 @@ ncclResult_t zn_net_ib_listen(int dev, int tc, void *handle, void **listen_comm)
     }
     l->dev = dev;
     l->tc = tc;
-    /* Not secret: it keeps a stray or stale connection from being taken for the peer. */
-    l->magic = ((uint64_t)rand() << 32) ^ (uint64_t)zn_now_ns() ^ (uintptr_t)l;
+    /* From getrandom: the handle travels only through the job's (authenticated) bootstrap, so
+     * a stranger knows neither the magic nor the key that a handshake must prove. */
+    if (getrandom(&l->magic, sizeof(l->magic), 0) != sizeof(l->magic) ||
+        getrandom(l->key, sizeof(l->key), 0) != sizeof(l->key)) {
+        close(l->fd);
+        free(l);
+        return zn_error(ncclSystemError, ZN_NET, "NET/IB: getrandom: %s", strerror(errno));
+    }
     h->magic = l->magic;
+    memcpy(h->key, l->key, sizeof(h->key));
     *listen_comm = l;
     return ncclSuccess;
 }
@@ -258,11 +273,13 @@ ncclResult_t zn_net_ib_listen(int dev, int tc, void *handle, void **listen_comm)
 ncclResult_t zn_net_ib_close_listen(void *listen_comm)
 {
     struct ib_listen *l = listen_comm;
-    if (l->pending) {
-        zn_net_ib_comm_free(l->pending->comm);
-        if (l->pending->fd >= 0) close(l->pending->fd);
-        free(l->pending);
+    for (int i = 0; i < l->npend; i++) {
+        zn_net_ib_comm_free(l->pend[i]->comm);
+        if (l->pend[i]->fd >= 0) close(l->pend[i]->fd);
+        free(l->pend[i]);
     }
+    free(l->pend);
+    free(l->seen);
     close(l->fd);
     free(l);
     return ncclSuccess;
@@ -327,7 +344,15 @@ static ncclResult_t connect_start(struct ib_handle *h, int dev)
     struct zn_ib_wire w;
     local_wire(p->comm, &w);
     w.listen_magic = h->magic;
+    if (getrandom(w.nonce, sizeof(w.nonce), 0) != sizeof(w.nonce)) {
+        res = zn_error(ncclSystemError, ZN_NET, "NET/IB: getrandom: %s", strerror(errno));
+        close(p->fd);
+        zn_net_ib_comm_free(p->comm);
+        free(p);
+        return res;
+    }
     zn_net_ib_wire_encode(&w, p->out);
+    zn_net_ib_wire_sign(p->out, h->key);
     h->pending = p;
     return ncclSuccess;
 }
@@ -412,6 +437,23 @@ ncclResult_t zn_net_ib_connect(int dev, int tc, void *handle, void **send_comm)
     return res;
 }
 
+/* Whether a message with this nonce was taken before; records it if not (only messages whose
+ * MAC verified get here, so a stranger cannot grow the list). 1: seen, -1: no memory. */
+static int seen_before(struct ib_listen *l, const uint8_t nonce[32])
+{
+    for (int i = 0; i < l->nseen; i++)
+        if (!memcmp(l->seen[i], nonce, 32)) return 1;
+    if (l->nseen == l->seencap) {
+        int cap = l->seencap ? 2 * l->seencap : 16;
+        uint8_t(*n)[32] = realloc(l->seen, (size_t)cap * sizeof(*n));
+        if (!n) return -1;
+        l->seen = n;
+        l->seencap = cap;
+    }
+    memcpy(l->seen[l->nseen++], nonce, 32);
+    return 0;
+}
+
 /* Stages: 0 accepting, 1 receiving theirs (then QPs up), 2 sending ours. A sender that died
  * after connecting still gets its comm: the hangup fails its first test(), which is where
  * NCCL looks for errors of a connection. */
@@ -422,11 +464,16 @@ static ncclResult_t accept_step(struct ib_listen *l, struct ib_pending *p, int *
     if (p->stage == 1 && (rc = xfer(p->fd, p->in, sizeof(p->in), &p->done, 0)) == 1) {
         const char *why;
         struct zn_ib_wire w;
+        int replay = 0;
         if (zn_net_ib_wire_decode(p->in, sizeof(p->in), &w, &why) != 0 ||
-            w.listen_magic != l->magic) {
+            w.listen_magic != l->magic || !zn_net_ib_wire_verify(p->in, l->key) ||
+            (replay = seen_before(l, w.nonce)) != 0) {
             /* Not our peer: drop it and keep listening (DESIGN.md, reliability contract). */
-            zn_warn(ZN_NET, "NET/IB: connection from %s rejected: %s", p->peer_str,
-                    why ? why : "wrong magic");
+            zn_warn(ZN_NET, "NET/IB: closed the connection from %s: %s", p->peer_str,
+                    why                          ? why
+                    : w.listen_magic != l->magic ? "it did not present this listener's magic"
+                    : replay                     ? "it replayed a message already taken"
+                                                 : "it did not prove this listener's key");
             *ready = -1;
             return ncclSuccess;
         }
@@ -451,41 +498,106 @@ static ncclResult_t accept_step(struct ib_listen *l, struct ib_pending *p, int *
                     p->peer_str);
         if (*ready) return ncclSuccess;
     }
+    if (rc < 0 && p->stage == 1) {
+        /* It went away before its message was whole: a stranger or a dead peer, not ours to
+         * fail for (a peer that died is reported by its own rank). */
+        zn_warn(ZN_NET, "NET/IB: closed the connection from %s before its handshake: %s",
+                p->peer_str, rc == -EPIPE ? "closed by the other end" : strerror(-rc));
+        *ready = -1;
+        return ncclSuccess;
+    }
     if (rc < 0) return handshake_error(p, "accept", rc);
     return ncclSuccess;
 }
 
+/* Take every connection waiting on the listening socket into the pending table. */
+static ncclResult_t take_new(struct ib_listen *l)
+{
+    for (;;) {
+        int fd;
+        int rc = zn_sock_try_accept(l->fd, &fd);
+        if (rc == -EAGAIN) return ncclSuccess;
+        if (rc == -EMFILE || rc == -ENFILE || rc == -ECONNABORTED || rc == -ENOBUFS ||
+            rc == -ENOMEM) {
+            /* Out of descriptors (many strangers?): those pending expire and free some. */
+            zn_warn(ZN_NET, "NET/IB: accept: %s (%d handshakes pending)", strerror(-rc), l->npend);
+            return ncclSuccess;
+        }
+        if (rc != 0) return zn_error(ncclSystemError, ZN_NET, "NET/IB: accept: %s", strerror(-rc));
+        if (l->npend == l->pcap) {
+            int cap = l->pcap ? 2 * l->pcap : 8;
+            struct ib_pending **n = realloc(l->pend, (size_t)cap * sizeof(*n));
+            if (!n) {
+                close(fd);
+                return zn_error(ncclSystemError, ZN_NET, "NET/IB: out of memory for handshakes");
+            }
+            l->pend = n;
+            l->pcap = cap;
+        }
+        struct ib_pending *p;
+        ncclResult_t res = zn_calloc(&p, 1, "IB handshake");
+        if (res != ncclSuccess) {
+            close(fd);
+            return res;
+        }
+        p->fd = fd;
+        p->stage = 1;
+        p->deadline = zn_deadline_from_now();
+        snprintf(p->peer_str, sizeof(p->peer_str), "?");
+        union zn_sockaddr a;
+        socklen_t alen = sizeof(a);
+        if (getpeername(fd, &a.sa, &alen) == 0)
+            zn_sockaddr_str(&a, p->peer_str, sizeof(p->peer_str));
+        l->pend[l->npend++] = p;
+    }
+}
+
+static void drop_pending(struct ib_listen *l, int i, int free_comm)
+{
+    struct ib_pending *p = l->pend[i];
+    if (free_comm) {
+        close(p->fd);
+        zn_net_ib_comm_free(p->comm);
+    }
+    free(p);
+    l->pend[i] = l->pend[--l->npend];
+}
+
+/* Every pending handshake moves on; the first that is done is returned. A stranger (wrong
+ * magic, garbage, silence past its deadline) is closed with a warning naming its address and
+ * costs the others nothing. */
 ncclResult_t zn_net_ib_accept(void *listen_comm, void **recv_comm)
 {
     struct ib_listen *l = listen_comm;
     *recv_comm = NULL;
-    if (!l->pending) {
-        int fd;
-        int rc = zn_sock_try_accept(l->fd, &fd);
-        if (rc == -EAGAIN) return ncclSuccess;
-        if (rc != 0) return zn_error(ncclSystemError, ZN_NET, "NET/IB: accept: %s", strerror(-rc));
-        ZN_CHECK(zn_calloc(&l->pending, 1, "IB handshake"));
-        l->pending->fd = fd;
-        l->pending->stage = 1;
-        union zn_sockaddr a;
-        socklen_t alen = sizeof(a);
-        if (getpeername(fd, &a.sa, &alen) == 0)
-            zn_sockaddr_str(&a, l->pending->peer_str, sizeof(l->pending->peer_str));
-    }
-    struct ib_pending *p = l->pending;
-    int ready;
-    ncclResult_t res = accept_step(l, p, &ready);
-    if (res != ncclSuccess || ready) {
-        l->pending = NULL;
-        if (res != ncclSuccess || ready < 0) {
-            close(p->fd);
-            zn_net_ib_comm_free(p->comm);
-        } else {
+    ZN_CHECK(take_new(l));
+    int64_t now = zn_now_ns();
+    for (int i = l->npend - 1; i >= 0; i--) {
+        struct ib_pending *p = l->pend[i];
+        int ready;
+        ncclResult_t res = accept_step(l, p, &ready);
+        if (res != ncclSuccess) {
+            drop_pending(l, i, 1);
+            return res;
+        }
+        if (ready < 0) {
+            drop_pending(l, i, 1);
+            continue;
+        }
+        if (ready) {
             p->comm->fd = p->fd;
             zn_net_ib_comm_live(p->comm, 1);
             *recv_comm = p->comm;
+            drop_pending(l, i, 0);
+            return ncclSuccess;
         }
-        free(p);
+        if (p->stage == 1 && now > p->deadline) {
+            zn_warn(ZN_NET,
+                    "NET/IB: closed the connection from %s: no handshake within ZINC_TIMEOUT "
+                    "(%zu of %d bytes)",
+                    p->peer_str, p->done, ZN_IB_WIRE_BYTES);
+            drop_pending(l, i, 1);
+        }
     }
-    return res;
+    return ncclSuccess;
 }

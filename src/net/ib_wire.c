@@ -3,6 +3,7 @@
  * verbs code so that the fuzz target (tests/fuzz/fuzz_ib_wire.c) builds it alone.
  */
 #include "net/ib.h"
+#include "util/hmac.h"
 
 #include <errno.h>
 #include <string.h>
@@ -45,6 +46,8 @@ void zn_net_ib_wire_encode(const struct zn_ib_wire *w, uint8_t out[ZN_IB_WIRE_BY
     put64(b + 8, w->addr);
     memcpy(b + 16, w->gid, 16);
     for (uint32_t i = 0; i < w->nqps && i < ZN_IB_MAX_QPS; i++) put32(b + 32 + 4 * i, w->qpn[i]);
+    memcpy(out + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY, w->nonce, 32);
+    memcpy(out + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY + 32, w->mac, 32);
 }
 
 int zn_net_ib_wire_decode(const uint8_t *buf, size_t len, struct zn_ib_wire *w, const char **why)
@@ -78,6 +81,28 @@ int zn_net_ib_wire_decode(const uint8_t *buf, size_t len, struct zn_ib_wire *w, 
         *why = "bad MTU";
     if (*why) return -EPROTO;
     for (uint32_t i = 0; i < v.nqps; i++) v.qpn[i] = (uint32_t)get(b + 32 + 4 * i, 4) & 0xffffff;
+    memcpy(v.nonce, buf + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY, 32);
+    memcpy(v.mac, buf + ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY + 32, 32);
     *w = v;
     return 0;
+}
+
+static void wire_mac(const uint8_t *msg, const uint8_t *key, uint8_t *out)
+{
+    static const char label[] = "zinc-ib-hello";
+    const void *part[2] = { label, msg };
+    size_t len[2] = { sizeof(label) - 1, ZN_IB_WIRE_BYTES - 32 };
+    zn_hmac_sha256(key, ZN_IB_KEY_BYTES, part, len, 2, out);
+}
+
+void zn_net_ib_wire_sign(uint8_t msg[ZN_IB_WIRE_BYTES], const uint8_t key[ZN_IB_KEY_BYTES])
+{
+    wire_mac(msg, key, msg + ZN_IB_WIRE_BYTES - 32);
+}
+
+int zn_net_ib_wire_verify(const uint8_t msg[ZN_IB_WIRE_BYTES], const uint8_t key[ZN_IB_KEY_BYTES])
+{
+    uint8_t want[32];
+    wire_mac(msg, key, want);
+    return zn_ct_equal(want, msg + ZN_IB_WIRE_BYTES - 32, sizeof(want));
 }

@@ -22,8 +22,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#define NSOCK_PENDING 64 /* accepted streams whose hello has not been read yet */
-#define NSOCK_GROUPS  16 /* connections whose streams are still arriving */
+#define NSOCK_GROUPS 16 /* connections whose streams are still arriving */
 
 void zn_nsock_config(int *nthreads, int *nsocks_per_thread)
 {
@@ -140,10 +139,15 @@ struct nsock_group {
 struct nsock_listen {
     int fd;
     uint64_t magic;
+    uint8_t key[ZN_NSOCK_KEY_LEN]; /* in the handle; what a stream's hello proves */
+    uint8_t (*seen)[32];           /* nonces of the hellos taken: each is taken once */
+    int nseen, seencap;
     int nstreams;
     char addr[ZN_SOCKADDR_STRLEN];
-    struct nsock_pending pend[NSOCK_PENDING];
-    int npend;
+    /* Accepted streams whose hello has not been read yet: any number, each with its own
+     * deadline, so that strangers never crowd a real peer out. */
+    struct nsock_pending *pend;
+    int npend, pcap;
     struct nsock_group groups[NSOCK_GROUPS];
 };
 
@@ -160,7 +164,8 @@ static ncclResult_t nsock_listen(void *ctx, int dev, void *handle, void **listen
         free(l);
         return zn_error(ncclSystemError, ZN_NET, "socket net: cannot listen: %s", strerror(-rc));
     }
-    if (getrandom(&l->magic, sizeof(l->magic), 0) != sizeof(l->magic)) {
+    if (getrandom(&l->magic, sizeof(l->magic), 0) != sizeof(l->magic) ||
+        getrandom(l->key, sizeof(l->key), 0) != sizeof(l->key)) {
         close(l->fd);
         free(l);
         return zn_error(ncclSystemError, ZN_NET, "socket net: getrandom failed: %s",
@@ -175,6 +180,7 @@ static ncclResult_t nsock_listen(void *ctx, int dev, void *handle, void **listen
                                  .nstreams = (uint16_t)l->nstreams,
                                  .magic = l->magic,
                                  .addr = bound };
+    memcpy(h.key, l->key, sizeof(h.key));
     zn_nsock_handle_encode(&h, handle);
     zn_info(ZN_NET, "socket net: listening on %s (%s), %d data streams per connection", l->addr,
             ifname, l->nstreams);
@@ -198,14 +204,17 @@ static void take_new(struct nsock_listen *l)
         socklen_t len = sizeof(addr);
         char from[ZN_SOCKADDR_STRLEN] = "?";
         if (getpeername(fd, &addr.sa, &len) == 0) zn_sockaddr_str(&addr, from, sizeof(from));
-        /* Checked before pend[npend] is touched: with the table full it is one past the end. */
-        if (l->npend == NSOCK_PENDING) {
-            zn_warn(
-                ZN_NET,
-                "socket net %s: %d connections have not said hello yet; closing the one from %s",
-                l->addr, NSOCK_PENDING, from);
-            close(fd);
-            continue;
+        if (l->npend == l->pcap) {
+            int cap = l->pcap ? 2 * l->pcap : 16;
+            struct nsock_pending *n = realloc(l->pend, (size_t)cap * sizeof(*n));
+            if (!n) {
+                zn_warn(ZN_NET, "socket net %s: out of memory; closing the connection from %s",
+                        l->addr, from);
+                close(fd);
+                continue;
+            }
+            l->pend = n;
+            l->pcap = cap;
         }
         struct nsock_pending *p = &l->pend[l->npend];
         memcpy(p->from, from, sizeof(from));
@@ -240,7 +249,24 @@ static int file_stream(struct nsock_listen *l, const struct zn_nsock_hello *h, i
     return 1;
 }
 
-/* Read hellos; reject streams that do not present this listener's magic. */
+/* Whether a hello with this nonce was taken before; records it if not (only hellos whose MAC
+ * verified get here, so a stranger cannot grow the list). 1 seen, -1 no memory, 0 new. */
+static int seen_before(struct nsock_listen *l, const uint8_t nonce[32])
+{
+    for (int i = 0; i < l->nseen; i++)
+        if (!memcmp(l->seen[i], nonce, 32)) return 1;
+    if (l->nseen == l->seencap) {
+        int cap = l->seencap ? 2 * l->seencap : 16;
+        uint8_t(*n)[32] = realloc(l->seen, (size_t)cap * sizeof(*n));
+        if (!n) return -1;
+        l->seen = n;
+        l->seencap = cap;
+    }
+    memcpy(l->seen[l->nseen++], nonce, 32);
+    return 0;
+}
+
+/* Read hellos; reject streams that do not prove this listener's key. */
 static void read_hellos(struct nsock_listen *l)
 {
     for (int i = l->npend - 1; i >= 0; i--) {
@@ -266,11 +292,15 @@ static void read_hellos(struct nsock_listen *l)
         }
         struct zn_nsock_hello h;
         rc = zn_nsock_hello_decode(p->buf, p->got, l->magic, &h);
+        if (rc == 0 && !zn_nsock_hello_verify(p->buf, l->key)) rc = -EPERM;
+        if (rc == 0 && seen_before(l, h.nonce) != 0) rc = -EALREADY;
         if (rc != 0 || !file_stream(l, &h, p->fd)) {
             zn_warn(ZN_NET, "socket net %s: rejected a connection from %s: %s", l->addr, p->from,
-                    rc == -EACCES ? "it did not present this listener's magic"
-                    : rc != 0     ? "its hello is malformed"
-                                  : "its stream numbers do not fit a connection");
+                    rc == -EACCES     ? "it did not present this listener's magic"
+                    : rc == -EPERM    ? "it did not prove this listener's key"
+                    : rc == -EALREADY ? "it replayed a hello already taken"
+                    : rc != 0         ? "its hello is malformed"
+                                      : "its stream numbers do not fit a connection");
             drop_pending(l, i, 1);
             continue;
         }
@@ -349,6 +379,8 @@ static ncclResult_t nsock_close_listen(void *listen_comm)
 {
     struct nsock_listen *l = listen_comm;
     for (int i = 0; i < l->npend; i++) close(l->pend[i].fd);
+    free(l->pend);
+    free(l->seen);
     for (int i = 0; i < NSOCK_GROUPS; i++)
         for (int s = 0; l->groups[i].used && s <= l->groups[i].nstreams; s++)
             if (l->groups[i].fds[s] >= 0) close(l->groups[i].fds[s]);
@@ -400,7 +432,11 @@ static ncclResult_t connecting_new(const void *handle, struct nsock_connecting *
         struct zn_nsock_hello hello = {
             .stream = (uint16_t)i, .nstreams = h.nstreams, .magic = h.magic, .conn_id = conn_id
         };
-        zn_nsock_hello_encode(&hello, st->hello[i]);
+        if (getrandom(hello.nonce, sizeof(hello.nonce), 0) != sizeof(hello.nonce)) {
+            connecting_free(st, 0);
+            return zn_error(ncclSystemError, ZN_NET, "socket net: getrandom: %s", strerror(errno));
+        }
+        zn_nsock_hello_encode(&hello, h.key, st->hello[i]);
     }
     for (int i = 0; i < st->nfds; i++) {
         int rc = zn_sock_connect_start(&h.addr, &st->fds[i]);

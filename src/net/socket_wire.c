@@ -1,5 +1,6 @@
 /* The socket net's wire formats: see socket_wire.h. */
 #include "net/socket_wire.h"
+#include "util/hmac.h"
 
 #include <errno.h>
 #include <string.h>
@@ -54,7 +55,24 @@ int zn_nsock_handle_decode(const void *buf, size_t len, struct zn_nsock_handle *
     return 0;
 }
 
-void zn_nsock_hello_encode(const struct zn_nsock_hello *h, uint8_t out[ZN_NSOCK_HELLO_LEN])
+static void hello_mac(const uint8_t *hello, const uint8_t *key, uint8_t *out)
+{
+    static const char label[] = "zinc-nsock-hello";
+    const void *part[2] = { label, hello };
+    size_t len[2] = { sizeof(label) - 1, ZN_NSOCK_HELLO_LEN - 32 };
+    zn_hmac_sha256(key, ZN_NSOCK_KEY_LEN, part, len, 2, out);
+}
+
+int zn_nsock_hello_verify(const uint8_t hello[ZN_NSOCK_HELLO_LEN],
+                          const uint8_t key[ZN_NSOCK_KEY_LEN])
+{
+    uint8_t want[32];
+    hello_mac(hello, key, want);
+    return zn_ct_equal(want, hello + ZN_NSOCK_HELLO_LEN - 32, sizeof(want));
+}
+
+void zn_nsock_hello_encode(const struct zn_nsock_hello *h, const uint8_t key[ZN_NSOCK_KEY_LEN],
+                           uint8_t out[ZN_NSOCK_HELLO_LEN])
 {
     memset(out, 0, ZN_NSOCK_HELLO_LEN);
     put32(out, ZN_NSOCK_HELLO_LEN);
@@ -63,6 +81,8 @@ void zn_nsock_hello_encode(const struct zn_nsock_hello *h, uint8_t out[ZN_NSOCK_
     put64(out + 8, h->magic);
     put64(out + 16, h->conn_id);
     put16(out + 24, h->nstreams);
+    memcpy(out + 32, h->nonce, 32);
+    hello_mac(out, key, out + 64);
 }
 
 int zn_nsock_hello_decode(const uint8_t *buf, size_t len, uint64_t want_magic,
@@ -70,13 +90,14 @@ int zn_nsock_hello_decode(const uint8_t *buf, size_t len, uint64_t want_magic,
 {
     if (len != ZN_NSOCK_HELLO_LEN || get32(buf) != ZN_NSOCK_HELLO_LEN) return -EPROTO;
     if (get16(buf + 4) != ZN_NSOCK_VERSION) return -EPROTO;
-    if (get16(buf + 26) != 0 || get32(buf + 28) != 0) return -EPROTO; /* reserved: zero in v1 */
+    if (get16(buf + 26) != 0 || get32(buf + 28) != 0) return -EPROTO; /* reserved: zero */
     struct zn_nsock_hello tmp = {
         .stream = get16(buf + 6),
         .magic = get64(buf + 8),
         .conn_id = get64(buf + 16),
         .nstreams = get16(buf + 24),
     };
+    memcpy(tmp.nonce, buf + 32, 32);
     if (tmp.magic != want_magic) return -EACCES;
     if (tmp.nstreams >= ZN_NSOCK_MAX_STREAMS || tmp.stream > tmp.nstreams) return -ERANGE;
     *h = tmp;
@@ -97,7 +118,7 @@ int zn_nsock_hdr_decode(const uint8_t *buf, size_t len, uint64_t max_size, struc
 {
     if (len != ZN_NSOCK_HDR_LEN || get32(buf) != ZN_NSOCK_HDR_LEN) return -EPROTO;
     if (get16(buf + 4) != ZN_NSOCK_VERSION || get16(buf + 6) != ZN_NSOCK_KIND_MSG) return -EPROTO;
-    if (get32(buf + 12) != 0) return -EPROTO; /* reserved: zero in v1 */
+    if (get32(buf + 12) != 0) return -EPROTO; /* reserved: zero */
     uint64_t size = get64(buf + 16);
     if (size > max_size) return -EMSGSIZE;
     h->tag = (int32_t)get32(buf + 8);

@@ -43,6 +43,7 @@ struct client {
     pid_t pid;
     uint32_t have; /* bytes of the current frame read so far */
     int in_fd;     /* a descriptor that came with it */
+    int extra_fds; /* descriptors beyond the one a request may carry (closed on arrival) */
     int64_t since; /* when the current frame (or the idle wait) began */
     uint64_t nreq;
     uint8_t buf[FRAME_MAX];
@@ -160,25 +161,40 @@ static int send_frame(int fd, const struct zn_pxw_hdr *h, const void *body, uint
     return n == (ssize_t)iov.iov_len ? 0 : n < 0 ? -errno : -EAGAIN;
 }
 
-/* Read up to want bytes into buf; a passed descriptor goes to *in_fd (a second one is closed).
- * Returns the count, 0 at end of stream, or a negative errno. */
-static ssize_t recv_some(int fd, uint8_t *buf, size_t want, int *in_fd, int flags)
+/* Room for this many descriptors per read: more than any request carries, so that the
+ * kernel installs all of a misbehaving sender's and each can be closed (the kernel installs
+ * as many as fit in the control buffer, and one that is not read from it stays open). */
+#define FDS_PER_READ 16
+
+/* Read up to want bytes into buf; a passed descriptor goes to *in_fd. Every further one (in
+ * this read, or beside an earlier one) is closed and counted in *extra, so that the request
+ * can be refused. Returns the count, 0 at end of stream, or a negative errno. */
+static ssize_t recv_some(int fd, uint8_t *buf, size_t want, int *in_fd, int *extra, int flags)
 {
     struct iovec iov = { .iov_base = buf, .iov_len = want };
-    char ctl[CMSG_SPACE(sizeof(int))];
+    union {
+        char b[CMSG_SPACE(FDS_PER_READ * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
     struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b)
     };
     ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | flags);
     if (n < 0) return -errno;
+    if (m.msg_flags & MSG_CTRUNC) (*extra)++; /* the kernel closed what did not fit */
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        int got;
-        memcpy(&got, CMSG_DATA(c), sizeof(int));
-        if (*in_fd < 0)
-            *in_fd = got;
-        else
-            close(got);
+        size_t nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t k = 0; k < nfds; k++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+            if (*in_fd < 0) {
+                *in_fd = got;
+            } else {
+                close(got);
+                (*extra)++;
+            }
+        }
     }
     return n;
 }
@@ -198,6 +214,24 @@ static void drop_client(int i, const char *why)
     svc.cl[i] = svc.cl[--svc.ncl];
 }
 
+/* A real client sends its request as soon as it connected and waits for the answer (one
+ * request per connection, svc_call), so a connection that sat idle for a second is not
+ * serving anyone. With the table full, the one idle longest makes room for the newcomer,
+ * instead of leaving real clients refused until ZINC_TIMEOUT. */
+#define IDLE_EVICT_NS 1000000000ll
+
+static void evict_idle(void)
+{
+    int64_t now = zn_now_ns();
+    int victim = -1;
+    for (int i = 0; i < svc.ncl; i++)
+        if (svc.cl[i]->have == 0 && now - svc.cl[i]->since > IDLE_EVICT_NS &&
+            (victim < 0 || svc.cl[i]->since < svc.cl[victim]->since))
+            victim = i;
+    if (victim >= 0)
+        drop_client(victim, "idle while the client table is full (making room for a new one)");
+}
+
 static void accept_client(void)
 {
     int fd = accept4(svc.lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -212,6 +246,7 @@ static void accept_client(void)
         close(fd);
         return;
     }
+    if (svc.ncl == MAX_CLIENTS) evict_idle();
     struct client *c = svc.ncl < MAX_CLIENTS ? calloc(1, sizeof(*c)) : NULL;
     if (!c) {
         zn_warn(ZN_PROXY, "proxy: refused process %d: %d clients already connected", (int)cred.pid,
@@ -266,7 +301,8 @@ static int serve_client(int i)
     const char *why = NULL;
     uint32_t need = ZN_PXW_HDR;
     if (c->have >= ZN_PXW_HDR) memcpy(&need, c->buf, sizeof(need));
-    ssize_t n = recv_some(c->fd, c->buf + c->have, need - c->have, &c->in_fd, MSG_DONTWAIT);
+    ssize_t n =
+        recv_some(c->fd, c->buf + c->have, need - c->have, &c->in_fd, &c->extra_fds, MSG_DONTWAIT);
     if (n == -EAGAIN || n == -EINTR) return 0;
     if (n <= 0) {
         if (c->have) zn_info(ZN_PROXY, "proxy: process %d left mid-request", (int)c->pid);
@@ -281,6 +317,11 @@ static int serve_client(int i)
         return 1;
     }
     if (c->have < h.len) return 0;
+    if (c->extra_fds) {
+        /* No request carries more than one: whatever this is, it is not one of ours. */
+        drop_client(i, "it passed more than one descriptor with a request");
+        return 1;
+    }
     int close_it = 0;
     why = answer(c, &h, &close_it);
     if (c->in_fd >= 0) close(c->in_fd);
@@ -431,7 +472,9 @@ static int recv_exact(int s, uint8_t *buf, size_t len, int *in_fd, int64_t deadl
         int ms = zn_ms_left(deadline, 1000);
         if (ms <= 0 && zn_now_ns() > deadline) return -ETIMEDOUT;
         if (poll(&p, 1, ms) <= 0) continue;
-        ssize_t n = recv_some(s, buf + have, len - have, in_fd, MSG_DONTWAIT);
+        int extra = 0;
+        ssize_t n = recv_some(s, buf + have, len - have, in_fd, &extra, MSG_DONTWAIT);
+        if (extra) return -EPROTO; /* the service never sends more than one */
         if (n == -EAGAIN || n == -EINTR) continue;
         if (n <= 0) return n == 0 ? -EPIPE : (int)n;
         have += (size_t)n;

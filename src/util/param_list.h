@@ -16,6 +16,8 @@ ZN_PARAM(timeout,       INT,  "ZINC_TIMEOUT",       NULL,                 "600",
          "seconds any wait (init, collective, finalize) may go without progress before it fails")
 ZN_PARAM(comm_id,       STR,  "ZINC_COMM_ID",       "NCCL_COMM_ID",       "",
          "host:port of the bootstrap root; rank 0 hosts it and ncclGetUniqueId returns the same id on every rank")
+ZN_PARAM(job_secret,    STR,  "ZINC_JOB_SECRET",    NULL,                 "",
+         "a secret shared by the ranks of a ZINC_COMM_ID job (zinc-run draws one; pass it with mpirun -x / srun --export): every bootstrap connection proves it by challenge-response; unset: anyone who knows ZINC_COMM_ID can join")
 ZN_PARAM(socket_ifname, STR,  "ZINC_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "",
          "interfaces to use: prefixes separated by commas; ^ excludes, = matches exactly; default: any but lo and docker*")
 ZN_PARAM(socket_family, STR,  "ZINC_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",

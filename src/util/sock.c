@@ -192,6 +192,7 @@ int zn_sock_listen(const union zn_sockaddr *addr, int *fd, union zn_sockaddr *bo
         return rc;
     }
     union zn_sockaddr b;
+    memset(&b, 0, sizeof(b)); /* an IPv4 name leaves the rest of the union unwritten */
     socklen_t blen = sizeof(b);
     if (getsockname(s, &b.sa, &blen) != 0) {
         rc = -errno;

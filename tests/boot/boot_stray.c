@@ -10,6 +10,9 @@
  *    offending ones (rank 0 tells them through a file in /tmp), while 64 more idle connections
  *    stay open. Init must succeed, an allgather must be right, and rank 0's log (ZINC_DEBUG=WARN,
  *    captured through ZINC_DEBUG_FILE) must show that the root closed each offending connection.
+ *    Strangers who know the job's magic (it is derived from ZINC_COMM_ID) but not its secret
+ *    send an ABORT, a HELLO with a forged MAC claiming rank 0, and a 256 MB DATA header: each
+ *    is closed before anything it sent is taken.
  * 2. After init. Every rank sends the same strays to the next rank's own bootstrap listener
  *    (zn_boot_peer_addr); the following barrier, send/recv and allgather must be right, the
  *    offending connections must be closed and the victim's log must say so.
@@ -99,7 +102,7 @@ static int count(const char *hay, const char *needle)
 
 /* --- stray connections ------------------------------------------------------------------ */
 
-enum expect { QUIET, WRONG_MAGIC, TOO_LONG, BAD_TYPE, BAD_HELLO };
+enum expect { QUIET, WRONG_MAGIC, TOO_LONG, BAD_TYPE, BAD_HELLO, NO_PROOF };
 
 struct stray {
     const char *what;
@@ -119,6 +122,9 @@ static struct stray strays[] = {
     { "10 bytes of a header, then nothing", QUIET, -1 },
     { "HELLO header and 20 of its 48 payload bytes", QUIET, -1 },
     { "connects and closes at once", QUIET, -1 },
+    { "right magic, ABORT before any HELLO", BAD_HELLO, -1 },
+    { "right magic, HELLO of a real rank with a MAC not made with the job secret", NO_PROOF, -1 },
+    { "right magic, DATA announcing 256 MB before any HELLO", BAD_TYPE, -1 },
 };
 #define NSTRAYS ((int)(sizeof(strays) / sizeof(strays[0])))
 
@@ -155,7 +161,7 @@ static void send_frame(int fd, uint32_t type, uint32_t version, uint64_t magic, 
 }
 
 /* Open every stray connection to a and send its bytes. magic is the job's. */
-static void open_strays(const union zn_sockaddr *a, uint64_t magic, int retry_ms)
+static void open_strays(const union zn_sockaddr *a, uint64_t magic, uint32_t kind, int retry_ms)
 {
     struct zn_boot_hello h;
     zn_boot_hello_encode(&h, 5, 2, ZN_HELLO_ROOT, a);
@@ -186,6 +192,25 @@ static void open_strays(const union zn_sockaddr *a, uint64_t magic, int retry_ms
             close(fd);
             strays[i].fd = -1;
             break;
+        case 11: {
+            int32_t code = 3;
+            uint8_t p[4 + 16];
+            memcpy(p, &code, 4);
+            memcpy(p + 4, "forged abort....", 16);
+            send_frame(fd, ZN_BOOT_ABORT, ZN_BOOT_VERSION, magic, sizeof(p), p, sizeof(p));
+            break;
+        }
+        case 12: {
+            /* A stranger who knows the magic but not the secret, claiming rank 0. */
+            struct zn_boot_hello f;
+            zn_boot_hello_encode(&f, 0, nranks, kind, a);
+            memset(f.mac, 0x5a, sizeof(f.mac));
+            send_frame(fd, ZN_BOOT_HELLO, ZN_BOOT_VERSION, magic, sizeof(f), &f, sizeof(f));
+            break;
+        }
+        case 13:
+            send_frame(fd, ZN_BOOT_DATA, ZN_BOOT_VERSION, magic, 8 + (256u << 20), NULL, 0);
+            break;
         }
     }
 }
@@ -201,8 +226,8 @@ static int wait_closed(int ms, int all)
         for (int i = 0; i < NSTRAYS; i++) {
             if (strays[i].fd < 0 || (!all && strays[i].logs == QUIET)) continue;
             struct pollfd p = { .fd = strays[i].fd, .events = POLLIN };
-            char c;
-            if (poll(&p, 1, 0) == 1 && recv(strays[i].fd, &c, 1, MSG_DONTWAIT) <= 0) {
+            char c[256]; /* the server's CHALLENGE comes first: take it whole */
+            if (poll(&p, 1, 0) == 1 && recv(strays[i].fd, c, sizeof(c), MSG_DONTWAIT) <= 0) {
                 close(strays[i].fd);
                 strays[i].fd = -1;
                 continue;
@@ -231,7 +256,7 @@ static void close_strays(void)
 static void check_log(const char *log, const char *server, const char *magic_s, const char *len_s,
                       const char *type_s, const char *hello_s)
 {
-    int want[5] = { 0 };
+    int want[6] = { 0 };
     for (int i = 0; i < NSTRAYS; i++) want[strays[i].logs]++;
     EXPECT(count(log, magic_s) >= want[WRONG_MAGIC], "%s logged %d \"%s\" lines, want %d", server,
            count(log, magic_s), magic_s, want[WRONG_MAGIC]);
@@ -241,6 +266,9 @@ static void check_log(const char *log, const char *server, const char *magic_s, 
            count(log, type_s), type_s, want[BAD_TYPE]);
     EXPECT(count(log, hello_s) >= want[BAD_HELLO], "%s logged %d \"%s\" lines, want %d", server,
            count(log, hello_s), hello_s, want[BAD_HELLO]);
+    const char *proof_s = "did not prove the job secret";
+    EXPECT(count(log, proof_s) >= want[NO_PROOF], "%s logged %d \"%s\" lines, want %d", server,
+           count(log, proof_s), proof_s, want[NO_PROOF]);
 }
 
 /* --- phase 1: the root ------------------------------------------------------------------- */
@@ -261,7 +289,7 @@ static char ready_path[128];
 static void *attack_root(void *arg)
 {
     struct root_attack *a = arg;
-    open_strays(&a->root, a->magic, 10000);
+    open_strays(&a->root, a->magic, ZN_HELLO_ROOT, 10000);
     for (int i = 0; i < NIDLE; i++) a->idle[i] = connect_to(&a->root, 1000);
     a->still_open = wait_closed(10000, 0);
     FILE *f = fopen(ready_path, "w");
@@ -336,9 +364,18 @@ int main(void)
         report_open("the bootstrap root", 1);
         int idle_open = 0;
         for (int i = 0; i < NIDLE; i++) {
-            struct pollfd p = { .fd = ra.idle[i], .events = POLLIN };
-            char c;
-            if (poll(&p, 1, 5000) != 1 || recv(ra.idle[i], &c, 1, MSG_DONTWAIT) > 0) idle_open++;
+            /* It got the root's CHALLENGE, then the end of the connection. */
+            int open = 1;
+            for (;;) {
+                struct pollfd p = { .fd = ra.idle[i], .events = POLLIN };
+                char c[64];
+                if (poll(&p, 1, 5000) != 1) break; /* still open after 5 s */
+                ssize_t n = recv(ra.idle[i], c, sizeof(c), MSG_DONTWAIT);
+                if (n > 0) continue;
+                open = n < 0 && errno != ECONNRESET;
+                break;
+            }
+            idle_open += open;
             close(ra.idle[i]);
         }
         EXPECT(idle_open == 0, "the root left %d of %d idle connections open", idle_open, NIDLE);
@@ -358,7 +395,7 @@ int main(void)
 
     /* Phase 2: strays against the next rank's listener, then traffic. */
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-    open_strays(zn_boot_peer_addr(b, next), zn_boot_magic(b), 0);
+    open_strays(zn_boot_peer_addr(b, next), zn_boot_magic(b), ZN_HELLO_P2P, 0);
     CHECK_OK(zn_boot_barrier(b));
     /* A token goes round the ring, each rank holding it 300 ms: so every rank waits in
      * zn_boot_recv for a while, serving its listener (and the strays) meanwhile. */
@@ -380,11 +417,8 @@ int main(void)
     report_open("the next rank's bootstrap listener", 0);
     CHECK_OK(zn_boot_barrier(b));
     char *log = read_log();
-    check_log(log + log_mark, "this rank's listener",
-              "closed an incoming connection that did not present this job's magic",
-              "closed an incoming connection: message length out of bounds",
-              "closed an incoming connection: Protocol error",
-              "closed an incoming connection with a malformed HELLO");
+    check_log(log + log_mark, "this rank's listener", ": it did not present this job's magic",
+              ": message length out of bounds", ": Protocol error", ": malformed HELLO");
     free(log);
     check_allgather(b, 2);
     close_strays();

@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(head, data, nhead);
     struct zn_boot_frame f;
     memcpy(&f, head, sizeof(f));
-    uint32_t want = head[24] % 8; /* 0 (any) and the 6 known types, and one unknown */
+    uint32_t want = head[24] % 9; /* 0 (any) and the 7 known types, and one unknown */
     uint64_t max_len;
     memcpy(&max_len, head + 25, 8);
     check_frame(&f, FUZZ_MAGIC, want, max_len);
@@ -71,6 +71,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         zn_boot_hello_encode(&h2, h.rank, h.nranks, h.kind, &a);
         REQUIRE(zn_boot_hello_decode(&h2, sizeof(h2), &h3, NULL) == 0);
         REQUIRE(h3.rank == h.rank && h3.nranks == h.nranks && h3.kind == h.kind);
+        /* A MAC made with one secret is taken with that secret only, and binds the fields. */
+        uint8_t key[ZN_BOOT_SECRET_BYTES] = { 1 }, nonce[ZN_BOOT_NONCE_BYTES] = { 2 };
+        zn_boot_hello_sign(&h2, key, FUZZ_MAGIC, nonce);
+        REQUIRE(zn_boot_hello_verify(&h2, key, FUZZ_MAGIC, nonce));
+        key[0] ^= 1;
+        REQUIRE(!zn_boot_hello_verify(&h2, key, FUZZ_MAGIC, nonce));
     }
     REQUIRE(zn_boot_hello_decode(payload, plen, &h, NULL) == rc);
     free(payload);

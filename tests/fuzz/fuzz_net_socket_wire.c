@@ -41,9 +41,13 @@ static void hello(const uint8_t *buf, size_t len, uint64_t magic)
     if (rc != 0) return;
     REQUIRE(len == ZN_NSOCK_HELLO_LEN && h.magic == magic);
     REQUIRE(h.nstreams < ZN_NSOCK_MAX_STREAMS && h.stream <= h.nstreams);
-    uint8_t again[ZN_NSOCK_HELLO_LEN];
-    zn_nsock_hello_encode(&h, again);
-    REQUIRE(memcmp(again, buf, ZN_NSOCK_HELLO_LEN) == 0);
+    uint8_t again[ZN_NSOCK_HELLO_LEN], key[ZN_NSOCK_KEY_LEN] = { 7 };
+    zn_nsock_hello_encode(&h, key, again);
+    REQUIRE(memcmp(again, buf, 64) == 0); /* all but the MAC, which is the key's */
+    REQUIRE(zn_nsock_hello_verify(again, key));
+    REQUIRE(zn_nsock_hello_verify(buf, key) == !memcmp(again + 64, buf + 64, 32));
+    key[0] ^= 1;
+    REQUIRE(!zn_nsock_hello_verify(again, key));
 }
 
 static void header(const uint8_t *buf, size_t len, uint64_t max)

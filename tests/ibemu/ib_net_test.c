@@ -110,6 +110,20 @@ static void test_wire(void)
         why = NULL;
         CHECK(zn_net_ib_wire_decode(b, sizeof(b), &v, &why) != 0 && why != NULL);
     }
+    /* The MAC: taken with the listener's key only, and over every byte before it. */
+    uint8_t key[ZN_IB_KEY_BYTES] = { 9 };
+    zn_net_ib_wire_sign(buf, key);
+    CHECK(zn_net_ib_wire_verify(buf, key));
+    CHECK(zn_net_ib_wire_decode(buf, sizeof(buf), &v, &why) == 0);
+    CHECK(memcmp(v.mac, buf + sizeof(buf) - 32, 32) == 0);
+    key[0] ^= 1;
+    CHECK(!zn_net_ib_wire_verify(buf, key));
+    key[0] ^= 1;
+    buf[ZN_IB_WIRE_HDR + 4] ^= 1; /* the rkey */
+    CHECK(!zn_net_ib_wire_verify(buf, key));
+    buf[ZN_IB_WIRE_HDR + 4] ^= 1;
+    buf[ZN_IB_WIRE_HDR + ZN_IB_WIRE_BODY] ^= 1; /* the nonce */
+    CHECK(!zn_net_ib_wire_verify(buf, key));
 }
 
 /* Log lines that say why IB is not used (ZINC_DEBUG=INFO in this mode). */

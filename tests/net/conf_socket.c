@@ -21,8 +21,9 @@ static const struct zn_net *NET;
  * threads may not run for a long while (ctest's timeout is 120 s). */
 #define GUARD_NS (30 * 1000000000ll)
 
-/* A connection with the wrong magic, and one with a malformed hello, are closed; a real
- * connection made after them is accepted and carries data. */
+/* A connection with the wrong magic, one with a malformed hello, and one with the right magic
+ * and a MAC not made with the handle's key are closed; a real connection made after them is
+ * accepted and carries data. */
 ZT_TEST(stranger_rejected)
 {
     char handle[NCCL_NET_HANDLE_MAXSIZE] = { 0 };
@@ -30,33 +31,33 @@ ZT_TEST(stranger_rejected)
     ZT_OK(NET->ops->listen(NET->ctx, 0, handle, &lc));
     struct zn_nsock_handle h;
     ZT_OK(zn_nsock_handle_decode(handle, sizeof(handle) - 8, &h));
-    int bad[2];
-    for (int k = 0; k < 2; k++) {
+    int bad[3];
+    for (int k = 0; k < 3; k++) {
         ZT_OK(zn_sock_connect(&h.addr, zn_deadline_from_now(), NULL, &bad[k]));
         uint8_t hello[ZN_NSOCK_HELLO_LEN];
         struct zn_nsock_hello m = {
-            .stream = 0, .nstreams = h.nstreams, .magic = h.magic ^ 1, .conn_id = 7
+            .stream = 0, .nstreams = h.nstreams, .magic = h.magic ^ (k != 2), .conn_id = 7
         };
-        zn_nsock_hello_encode(&m, hello);
+        zn_nsock_hello_encode(&m, h.key, hello);
         if (k == 1) memset(hello, 0xee, sizeof(hello)); /* not even a hello */
+        if (k == 2) hello[70] ^= 1;                     /* knows the magic, not the key */
         ZT_OK(zn_sock_send_all(bad[k], hello, sizeof(hello), zn_deadline_from_now(), NULL));
     }
     void *s = NULL, *r = NULL;
-    int closed[2] = { 0, 0 };
+    int closed[3] = { 0, 0, 0 };
     int64_t end = zn_now_ns() + GUARD_NS;
-    while ((!s || !r || !closed[0] || !closed[1]) && zn_now_ns() < end) {
+    while ((!s || !r || !closed[0] || !closed[1] || !closed[2]) && zn_now_ns() < end) {
         if (!s) ZT_OK(NET->ops->connect(NET->ctx, 0, handle, &s, NULL));
         if (!r) ZT_OK(NET->ops->accept(lc, &r, NULL));
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
             char b;
             struct pollfd p = { .fd = bad[k], .events = POLLIN };
             if (!closed[k] && poll(&p, 1, 0) == 1 && read(bad[k], &b, 1) <= 0) closed[k] = 1;
         }
     }
     ZT_ASSERT(s && r);
-    ZT_ASSERT(closed[0] && closed[1]);
-    close(bad[0]);
-    close(bad[1]);
+    ZT_ASSERT(closed[0] && closed[1] && closed[2]);
+    for (int k = 0; k < 3; k++) close(bad[k]);
     char msg[100] = "after the strangers", out[100] = { 0 };
     void *reqs[2] = { NULL, NULL };
     size_t cap = sizeof(out);
@@ -121,7 +122,7 @@ ZT_TEST(partial_connection_dropped)
     ZT_OK(zn_sock_connect(&h.addr, zn_deadline_from_now(), NULL, &fd));
     uint8_t hello[ZN_NSOCK_HELLO_LEN];
     struct zn_nsock_hello m = { .stream = 0, .nstreams = 1, .magic = h.magic, .conn_id = 42 };
-    zn_nsock_hello_encode(&m, hello);
+    zn_nsock_hello_encode(&m, h.key, hello);
     ZT_OK(zn_sock_send_all(fd, hello, sizeof(hello), zn_deadline_from_now(), NULL));
     void *r = NULL;
     int64_t start = zn_now_ns();

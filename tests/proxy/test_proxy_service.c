@@ -11,7 +11,9 @@
 #include "util/clock.h"
 #include "zt.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -289,6 +291,79 @@ ZT_TEST(refcounted)
     zn_proxy_release();
 }
 
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+static void serve_echo(void)
+{
+    zn_proxy_svc()->unserve(NULL, ZN_SVC_REG_SHARE, COMM, 0);
+    zn_proxy_svc()->serve(NULL, ZN_SVC_REG_SHARE, COMM, 0, echo, NULL);
+}
+
+/* A request that carries two descriptors (no request does): refused, and both closed in the
+ * service, so that 50 of them leave the process with as many descriptors as before. */
+ZT_TEST(extra_fds_closed)
+{
+    serve_echo();
+    ZT_ASSERT(good_client_served());
+    int before = open_fds();
+    for (int k = 0; k < 50; k++) {
+        int s = raw_connect();
+        ZT_ASSERT(s >= 0);
+        uint8_t f[ZN_PXW_HDR];
+        struct zn_pxw_hdr h = { .type = ZN_SVC_HELLO };
+        zn_pxw_encode(&h, 0, f);
+        int fds[2] = { open("/dev/null", O_RDONLY | O_CLOEXEC),
+                       open("/dev/null", O_RDONLY | O_CLOEXEC) };
+        ZT_ASSERT(fds[0] >= 0 && fds[1] >= 0);
+        struct iovec iov = { .iov_base = f, .iov_len = sizeof(f) };
+        union {
+            char b[CMSG_SPACE(2 * sizeof(int))];
+            struct cmsghdr align;
+        } ctl;
+        memset(&ctl, 0, sizeof(ctl));
+        struct msghdr m = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b)
+        };
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, sizeof(fds));
+        ZT_EQ_INT(sendmsg(s, &m, MSG_NOSIGNAL), (ssize_t)sizeof(f));
+        close(fds[0]);
+        close(fds[1]);
+        ZT_ASSERT(closed_by_service(s, 10));
+        close(s);
+    }
+    ZT_ASSERT(good_client_served());
+    int after = open_fds();
+    fprintf(stderr, "descriptors: %d before, %d after 50 requests with 2 each\n", before, after);
+    ZT_ASSERT(after <= before + 1);
+    ZT_ASSERT(log_has("more than one descriptor"));
+}
+
+/* More idle connections than the client table holds: a real client is still served at once,
+ * not refused until ZINC_TIMEOUT. */
+ZT_TEST(idle_clients_evicted)
+{
+    serve_echo();
+    int idle[80];
+    for (int k = 0; k < 80; k++) ZT_ASSERT((idle[k] = raw_connect()) >= 0);
+    usleep(1500 * 1000); /* older than the eviction age */
+    int64_t t0 = zn_now_ns();
+    for (int k = 0; k < 5; k++) ZT_ASSERT(good_client_served());
+    ZT_ASSERT(zn_now_ns() - t0 < 3000000000ll); /* ZINC_TIMEOUT is 4 s */
+    ZT_ASSERT(log_has("idle while the client table is full"));
+    for (int k = 0; k < 80; k++) close(idle[k]);
+}
+
 /* --hold DIR: for dump.sh. Start the proxy with the dump signal the environment names, log to
  * DIR/log, say DIR/ready, and exit 0 once the log holds a dump (1 after 60 s without). */
 static int hold(const char *dir)
@@ -319,7 +394,8 @@ int main(int argc, char **argv)
     static const struct zt_case cases[] = {
         ZT_CASE(requests_reach_handlers), ZT_CASE(strangers_closed_good_client_served),
         ZT_CASE(concurrent_clients),      ZT_CASE(other_process),
-        ZT_CASE(dump_on_signal),          ZT_CASE(refcounted)
+        ZT_CASE(dump_on_signal),          ZT_CASE(extra_fds_closed),
+        ZT_CASE(idle_clients_evicted),    ZT_CASE(refcounted)
     };
     int rc = zt_run(cases, (int)(sizeof(cases) / sizeof(cases[0])));
     if (rc)

@@ -1,6 +1,7 @@
 /* Unit tests of the util layer: parameters, logging helpers, sockets, shared memory. */
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/hmac.h"
 #include "util/log.h"
 #include "util/param.h"
 #include "util/pci.h"
@@ -421,6 +422,64 @@ ZT_TEST(pci_distance)
     if (d) closedir(d);
 }
 
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+static void hmac1(const void *key, size_t klen, const char *msg, char out[65])
+{
+    const void *part[2] = { msg, msg + 3 };
+    size_t len[2] = { 3, strlen(msg) - 3 }; /* in two parts: the parts are concatenated */
+    uint8_t mac[ZN_SHA256_BYTES];
+    zn_hmac_sha256(key, klen, part, len, 2, mac);
+    hex(mac, sizeof(mac), out);
+}
+
+/* FIPS 180-2 appendix B examples and RFC 4231 test cases 1, 2, 6 and 7. */
+ZT_TEST(sha256_hmac_vectors)
+{
+    uint8_t d[ZN_SHA256_BYTES];
+    char h[65];
+    zn_sha256("abc", 3, d);
+    hex(d, sizeof(d), h);
+    ZT_EQ_STR(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    zn_sha256(two, strlen(two), d);
+    hex(d, sizeof(d), h);
+    ZT_EQ_STR(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    zn_sha256("", 0, d);
+    hex(d, sizeof(d), h);
+    ZT_EQ_STR(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    /* A million 'a' fed in uneven pieces (B.3). */
+    static char a[1001];
+    memset(a, 'a', sizeof(a));
+    struct zn_sha256 s;
+    zn_sha256_init(&s);
+    for (int i = 0; i < 1000; i++) zn_sha256_update(&s, a, i % 2 ? 999 : 1001);
+    zn_sha256_final(&s, d);
+    hex(d, sizeof(d), h);
+    ZT_EQ_STR(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+
+    uint8_t key[131];
+    memset(key, 0x0b, 20);
+    hmac1(key, 20, "Hi There", h);
+    ZT_EQ_STR(h, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    hmac1("Jefe", 4, "what do ya want for nothing?", h);
+    ZT_EQ_STR(h, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    memset(key, 0xaa, sizeof(key));
+    hmac1(key, 131, "Test Using Larger Than Block-Size Key - Hash Key First", h);
+    ZT_EQ_STR(h, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    hmac1(key, 131,
+          "This is a test using a larger than block-size key and a larger than block-size data. "
+          "The key needs to be hashed before being used by the HMAC algorithm.",
+          h);
+    ZT_EQ_STR(h, "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+    ZT_ASSERT(zn_ct_equal("abcd", "abcd", 4));
+    ZT_ASSERT(!zn_ct_equal("abcd", "abce", 4));
+}
+
 ZT_MAIN(ZT_CASE(params_parse), ZT_CASE(params_sources), ZT_CASE(log_helpers), ZT_CASE(ifname_rules),
         ZT_CASE(sockaddr_parse), ZT_CASE(sock_loopback), ZT_CASE(sock_peer_user),
-        ZT_CASE(shm_segments), ZT_CASE(pci_distance), ZT_CASE(size_overflow), ZT_CASE(handle_pool))
+        ZT_CASE(shm_segments), ZT_CASE(pci_distance), ZT_CASE(size_overflow), ZT_CASE(handle_pool),
+        ZT_CASE(sha256_hmac_vectors))
