@@ -11,6 +11,7 @@
 #include "net/ib.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/hmac.h"
 #include "util/log.h"
 #include "util/param.h"
 
@@ -232,8 +233,7 @@ struct ib_listen {
     uint8_t key[ZN_IB_KEY_BYTES];
     struct ib_pending **pend;
     int npend, pcap;
-    uint8_t (*seen)[32]; /* nonces of the messages taken: each is taken once */
-    int nseen, seencap;
+    struct zn_nonce_set seen; /* nonces of the messages taken: each is taken once */
 };
 ncclResult_t zn_net_ib_listen(int dev, int tc, void *handle, void **listen_comm)
 {
@@ -279,7 +279,7 @@ ncclResult_t zn_net_ib_close_listen(void *listen_comm)
         free(l->pend[i]);
     }
     free(l->pend);
-    free(l->seen);
+    zn_nonce_set_free(&l->seen);
     close(l->fd);
     free(l);
     return ncclSuccess;
@@ -437,23 +437,6 @@ ncclResult_t zn_net_ib_connect(int dev, int tc, void *handle, void **send_comm)
     return res;
 }
 
-/* Whether a message with this nonce was taken before; records it if not (only messages whose
- * MAC verified get here, so a stranger cannot grow the list). 1: seen, -1: no memory. */
-static int seen_before(struct ib_listen *l, const uint8_t nonce[32])
-{
-    for (int i = 0; i < l->nseen; i++)
-        if (!memcmp(l->seen[i], nonce, 32)) return 1;
-    if (l->nseen == l->seencap) {
-        int cap = l->seencap ? 2 * l->seencap : 16;
-        uint8_t(*n)[32] = realloc(l->seen, (size_t)cap * sizeof(*n));
-        if (!n) return -1;
-        l->seen = n;
-        l->seencap = cap;
-    }
-    memcpy(l->seen[l->nseen++], nonce, 32);
-    return 0;
-}
-
 /* Stages: 0 accepting, 1 receiving theirs (then QPs up), 2 sending ours. A sender that died
  * after connecting still gets its comm: the hangup fails its first test(), which is where
  * NCCL looks for errors of a connection. */
@@ -467,7 +450,7 @@ static ncclResult_t accept_step(struct ib_listen *l, struct ib_pending *p, int *
         int replay = 0;
         if (zn_net_ib_wire_decode(p->in, sizeof(p->in), &w, &why) != 0 ||
             w.listen_magic != l->magic || !zn_net_ib_wire_verify(p->in, l->key) ||
-            (replay = seen_before(l, w.nonce)) != 0) {
+            (replay = zn_nonce_seen(&l->seen, w.nonce)) != 0) {
             /* Not our peer: drop it and keep listening (DESIGN.md, reliability contract). */
             zn_warn(ZN_NET, "NET/IB: closed the connection from %s: %s", p->peer_str,
                     why                          ? why

@@ -10,6 +10,7 @@
 #include "net/socket_internal.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/hmac.h"
 #include "util/log.h"
 #include "util/param.h"
 
@@ -140,8 +141,7 @@ struct nsock_listen {
     int fd;
     uint64_t magic;
     uint8_t key[ZN_NSOCK_KEY_LEN]; /* in the handle; what a stream's hello proves */
-    uint8_t (*seen)[32];           /* nonces of the hellos taken: each is taken once */
-    int nseen, seencap;
+    struct zn_nonce_set seen;      /* nonces of the hellos taken: each is taken once */
     int nstreams;
     char addr[ZN_SOCKADDR_STRLEN];
     /* Accepted streams whose hello has not been read yet: any number, each with its own
@@ -249,23 +249,6 @@ static int file_stream(struct nsock_listen *l, const struct zn_nsock_hello *h, i
     return 1;
 }
 
-/* Whether a hello with this nonce was taken before; records it if not (only hellos whose MAC
- * verified get here, so a stranger cannot grow the list). 1 seen, -1 no memory, 0 new. */
-static int seen_before(struct nsock_listen *l, const uint8_t nonce[32])
-{
-    for (int i = 0; i < l->nseen; i++)
-        if (!memcmp(l->seen[i], nonce, 32)) return 1;
-    if (l->nseen == l->seencap) {
-        int cap = l->seencap ? 2 * l->seencap : 16;
-        uint8_t(*n)[32] = realloc(l->seen, (size_t)cap * sizeof(*n));
-        if (!n) return -1;
-        l->seen = n;
-        l->seencap = cap;
-    }
-    memcpy(l->seen[l->nseen++], nonce, 32);
-    return 0;
-}
-
 /* Read hellos; reject streams that do not prove this listener's key. */
 static void read_hellos(struct nsock_listen *l)
 {
@@ -293,7 +276,7 @@ static void read_hellos(struct nsock_listen *l)
         struct zn_nsock_hello h;
         rc = zn_nsock_hello_decode(p->buf, p->got, l->magic, &h);
         if (rc == 0 && !zn_nsock_hello_verify(p->buf, l->key)) rc = -EPERM;
-        if (rc == 0 && seen_before(l, h.nonce) != 0) rc = -EALREADY;
+        if (rc == 0 && zn_nonce_seen(&l->seen, h.nonce) != 0) rc = -EALREADY;
         if (rc != 0 || !file_stream(l, &h, p->fd)) {
             zn_warn(ZN_NET, "socket net %s: rejected a connection from %s: %s", l->addr, p->from,
                     rc == -EACCES     ? "it did not present this listener's magic"
@@ -380,7 +363,7 @@ static ncclResult_t nsock_close_listen(void *listen_comm)
     struct nsock_listen *l = listen_comm;
     for (int i = 0; i < l->npend; i++) close(l->pend[i].fd);
     free(l->pend);
-    free(l->seen);
+    zn_nonce_set_free(&l->seen);
     for (int i = 0; i < NSOCK_GROUPS; i++)
         for (int s = 0; l->groups[i].used && s <= l->groups[i].nstreams; s++)
             if (l->groups[i].fds[s] >= 0) close(l->groups[i].fds[s]);

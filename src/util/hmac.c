@@ -1,6 +1,7 @@
 /* SHA-256 and HMAC-SHA256: see hmac.h. */
 #include "util/hmac.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const uint32_t K[64] = {
@@ -110,4 +111,25 @@ int zn_ct_equal(const void *a, const void *b, size_t len)
     uint8_t d = 0;
     for (size_t i = 0; i < len; i++) d |= x[i] ^ y[i];
     return d == 0;
+}
+
+int zn_nonce_seen(struct zn_nonce_set *s, const uint8_t nonce[32])
+{
+    for (int i = 0; i < s->n; i++)
+        if (!memcmp(s->seen[i], nonce, 32)) return 1;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 16;
+        uint8_t(*n)[32] = realloc(s->seen, (size_t)cap * sizeof(*n));
+        if (!n) return -1;
+        s->seen = n;
+        s->cap = cap;
+    }
+    memcpy(s->seen[s->n++], nonce, 32);
+    return 0;
+}
+
+void zn_nonce_set_free(struct zn_nonce_set *s)
+{
+    free(s->seen);
+    *s = (struct zn_nonce_set){ 0 };
 }

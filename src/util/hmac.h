@@ -33,4 +33,15 @@ void zn_hmac_sha256(const void *key, size_t key_len, const void *const *part, co
  * (a MAC compared with memcmp tells a prober how many leading bytes it got right). */
 int zn_ct_equal(const void *a, const void *b, size_t len);
 
+/* The nonces a listener has taken, so that a handshake captured and replayed on a new
+ * connection is refused. Only messages whose MAC verified are recorded, so a stranger cannot
+ * grow the set. */
+struct zn_nonce_set {
+    uint8_t (*seen)[32];
+    int n, cap;
+};
+/* 1 if nonce was taken before; else records it and returns 0 (-1: out of memory). */
+int zn_nonce_seen(struct zn_nonce_set *s, const uint8_t nonce[32]);
+void zn_nonce_set_free(struct zn_nonce_set *s);
+
 #endif

@@ -479,7 +479,22 @@ ZT_TEST(sha256_hmac_vectors)
     ZT_ASSERT(!zn_ct_equal("abcd", "abce", 4));
 }
 
+/* A listener takes each handshake nonce once (a replayed message is refused). */
+ZT_TEST(nonce_set)
+{
+    struct zn_nonce_set set = { 0 };
+    uint8_t nonce[32] = { 0 };
+    for (int i = 0; i < 100; i++) {
+        nonce[i % 32] ^= (uint8_t)(i + 1);
+        ZT_EQ_INT(zn_nonce_seen(&set, nonce), 0);
+        ZT_EQ_INT(zn_nonce_seen(&set, nonce), 1);
+    }
+    ZT_EQ_INT(set.n, 100);
+    zn_nonce_set_free(&set);
+    ZT_ASSERT(set.seen == NULL && set.n == 0);
+}
+
 ZT_MAIN(ZT_CASE(params_parse), ZT_CASE(params_sources), ZT_CASE(log_helpers), ZT_CASE(ifname_rules),
         ZT_CASE(sockaddr_parse), ZT_CASE(sock_loopback), ZT_CASE(sock_peer_user),
         ZT_CASE(shm_segments), ZT_CASE(pci_distance), ZT_CASE(size_overflow), ZT_CASE(handle_pool),
-        ZT_CASE(sha256_hmac_vectors))
+        ZT_CASE(sha256_hmac_vectors), ZT_CASE(nonce_set))
