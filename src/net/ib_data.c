@@ -13,6 +13,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/size.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -134,7 +135,13 @@ static ncclResult_t ib_reg_mr(void *comm, void *data, size_t size, int type, voi
     struct zn_ib_dev *d = ((struct zn_ib_comm *)comm)->dev;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)data & ~(page - 1);
-    uintptr_t end = ((uintptr_t)data + (size ? size : 1) + page - 1) & ~(page - 1);
+    size_t last, end;
+    /* A size that runs past the end of the address space would wrap to a small range. */
+    if (zn_add_size((uintptr_t)data, size ? size : 1, &last) != 0 ||
+        zn_round_up(last, page, &end) != 0)
+        return zn_error(ncclInvalidArgument, ZN_NET,
+                        "NET/IB: %s: registration of %zu bytes at %p runs past the end of memory",
+                        d->name, size, data);
     pthread_mutex_lock(&d->lock);
     struct zn_ib_mr *m = d->mrs;
     while (m && !(m->start <= start && m->end >= end && m->type == type)) m = m->next;

@@ -249,6 +249,9 @@ static void data_child(int fd)
     CHECK(net->regMr(rc, buf, len, NCCL_PTR_HOST, &mh) == ncclSuccess);
     CHECK(net->regMr(rc, buf + 100, 1000, NCCL_PTR_HOST, &mh2) == ncclSuccess && mh2 == mh);
     CHECK(net->deregMr(rc, mh2) == ncclSuccess);
+    /* A size that runs past the end of the address space is refused, not wrapped. */
+    void *bad = NULL;
+    CHECK(net->regMr(rc, buf, SIZE_MAX, NCCL_PTR_HOST, &bad) == ncclInvalidArgument && !bad);
     /* Several receives in flight, each posted larger than what is sent. */
     void *req[NSIZES];
     for (int i = 0; i < NSIZES; i++) {
