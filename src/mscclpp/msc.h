@@ -48,9 +48,13 @@ struct zn_msc_conn {
     mscclppTransport_t transport;
     uint64_t local_size, remote_size;
     int ready; /* set up by mscclppConnectionSetup */
-    /* SHM: the segment holding localBuff, and where it starts in it. */
+    /* SHM: the segment holding localBuff, and where it starts in it (local_seg NULL: any
+     * other host memory). remote_pid is nonzero when the peer's buffer is not in one of its
+     * segments: puts then write remote_addr in process remote_pid (cross-memory attach). */
     const struct zn_msc_seg *local_seg;
     uint64_t local_off;
+    int remote_pid;
+    uint64_t remote_addr;
     /* IB: net_conn.c's state (the net, its connections, the send queue). */
     void *net;
 };
@@ -116,11 +120,16 @@ ncclResult_t zn_msc_comm_check(const struct mscclppComm *c, const char *fn);
 ncclResult_t zn_msc_conn_find(struct mscclppComm *c, const mscclppDevConn_t *dev,
                               struct zn_msc_conn **out);
 
-/* shm_conn.c: the descriptor one side of an SHM connection sends its peer at setup. */
+/* shm_conn.c: the descriptor one side of an SHM connection sends its peer at setup. An empty
+ * buf_seg says the buffer is in no zincConnMemAlloc segment: it is buf_addr in process
+ * buf_pid, and the peer reaches it with cross-memory attach. */
 struct zn_msc_shm_desc {
     char buf_seg[96];
     uint64_t buf_seg_size;
     uint64_t buf_off;
+    int32_t buf_pid;
+    uint32_t pad;
+    uint64_t buf_addr;
     char sig_seg[96];
     uint64_t sig_seg_size;
     uint64_t sig_off;
@@ -131,7 +140,9 @@ ncclResult_t zn_msc_shm_prepare(struct mscclppComm *c, int first, int n_shm, int
                                 struct zn_msc_shm_desc *descs);
 /* Map the peer's side of connection i from its descriptor. */
 ncclResult_t zn_msc_shm_attach(struct mscclppComm *c, int i, const struct zn_msc_shm_desc *peer);
-/* Whether localBuff of buffSize bytes lies in a zincConnMemAlloc buffer of this rank. */
+/* Where localBuff of buffSize bytes lies: in a zincConnMemAlloc buffer of this rank (*seg, *off)
+ * or, *seg NULL, in other memory of this process; refused if neither or if it runs past the
+ * end of its zincConnMemAlloc buffer. */
 ncclResult_t zn_msc_shm_check_buffer(struct mscclppComm *c, int remote_rank, int tag, void *buf,
                                      uint64_t size, const struct zn_msc_seg **seg, uint64_t *off);
 void zn_msc_shm_free_all(struct mscclppComm *c);

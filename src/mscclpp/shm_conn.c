@@ -2,9 +2,16 @@
  * mscclppTransportSHM: connections over host memory between processes of one host, driven by
  * host threads (zincConn* in zinc.h). MSCCL++ 0.1 names this transport and leaves it a TODO.
  *
- * Memory. A connection's buffer must lie in a buffer from zincConnMemAlloc: a zinc shared
- * memory segment (util/shm.c) that each peer maps once, whatever number of connections use
- * it. The signal words of the connections set up in one mscclppConnectionSetup round live in
+ * Memory. A connection's buffer may be any host memory of its process. One that lies in a
+ * buffer from zincConnMemAlloc (a zinc shared memory segment, util/shm.c, that each peer maps
+ * once, whatever number of connections use it) is written by the peer with plain stores. Any
+ * other buffer (malloc, a stack array, a file mapping) is described to the peer as (pid,
+ * address): the peer's puts into it are process_vm_writev calls (cross-memory attach, as Open
+ * MPI's windows do), and a put reads its own source with plain loads either way. The kernel
+ * allows cross-memory attach only where ptrace would be allowed (Yama's ptrace_scope, same
+ * user, container seccomp profiles), so setup probes it with a 1-byte read of the peer and a
+ * refusal fails mscclppConnectionSetup with the reason, printed to stderr once besides the log.
+ * The signal words of the connections set up in one mscclppConnectionSetup round live in
  * one segment per rank and round, ZN_MSC_SIGNAL_SLOT bytes per connection (msc.h); the peer
  * maps it to reach remoteSignalEpochId.
  *
@@ -19,12 +26,16 @@
 #include "msc.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/size.h"
 
 #include <errno.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 static ncclResult_t seg_create(struct mscclppComm *c, const char *kind, int n, size_t size,
                                int nmappers, struct zn_msc_seg **out)
@@ -109,10 +120,16 @@ ncclResult_t zn_msc_shm_check_buffer(struct mscclppComm *c, int remote_rank, int
         *off = p - base;
         return ncclSuccess;
     }
-    return zn_error(ncclInvalidArgument, ZN_SHM,
-                    "connection to rank %d tag %d: transport SHM needs a buffer from "
-                    "zincConnMemAlloc on this communicator, and %p is not in one",
-                    remote_rank, tag, buf);
+    /* Any other memory: the peer reaches it with cross-memory attach, which fails on pages
+     * that are not mapped; refuse those here rather than at the first put. */
+    if (size > SIZE_MAX || !zn_host_range_mapped(buf, (size_t)size))
+        return zn_error(ncclInvalidArgument, ZN_SHM,
+                        "connection to rank %d tag %d: buffer %p + %llu bytes is not host memory "
+                        "of this process (is the size larger than the buffer?)",
+                        remote_rank, tag, buf, (unsigned long long)size);
+    *seg = NULL;
+    *off = 0;
+    return ncclSuccess;
 }
 
 ncclResult_t zn_msc_shm_prepare(struct mscclppComm *c, int first, int n_shm, int npeers,
@@ -131,9 +148,14 @@ ncclResult_t zn_msc_shm_prepare(struct mscclppComm *c, int first, int n_shm, int
         c->dev[i].localSignalEpochId = (struct mscclppDevConnSignalEpochId *)slot;
         c->dev[i].waitEpochId = (uint64_t *)(slot + 16);
         struct zn_msc_shm_desc *d = &descs[i - first];
-        snprintf(d->buf_seg, sizeof(d->buf_seg), "%s", h->local_seg->seg.name);
-        d->buf_seg_size = h->local_seg->seg.size;
-        d->buf_off = h->local_off;
+        if (h->local_seg) {
+            snprintf(d->buf_seg, sizeof(d->buf_seg), "%s", h->local_seg->seg.name);
+            d->buf_seg_size = h->local_seg->seg.size;
+            d->buf_off = h->local_off;
+        } else {
+            d->buf_pid = (int32_t)getpid();
+            d->buf_addr = (uint64_t)(uintptr_t)c->dev[i].localBuff;
+        }
         snprintf(d->sig_seg, sizeof(d->sig_seg), "%s", sig->seg.name);
         d->sig_seg_size = sig->seg.size;
         d->sig_off = (uint64_t)k * ZN_MSC_SIGNAL_SLOT;
@@ -142,20 +164,91 @@ ncclResult_t zn_msc_shm_prepare(struct mscclppComm *c, int first, int n_shm, int
     return ncclSuccess;
 }
 
+/* What to do when the kernel refuses cross-memory attach, printed to stderr once per process
+ * as well as logged: a program that replaced the log handler still learns why. */
+static atomic_int cma_refusal_printed;
+
+static ncclResult_t cma_refused(struct mscclppComm *c, struct zn_msc_conn *h, int err)
+{
+    char who[160];
+    zn_peer_str(&c->tctx, h->remote_rank, who, sizeof(who));
+    const char *fix =
+        err == ENOSYS ? "this kernel or its seccomp profile does not provide process_vm_readv/"
+                        "writev (a container profile must allow them)"
+        : err == EPERM
+            ? "ptrace access to the peer is refused (Yama: set /proc/sys/kernel/yama/ptrace_scope "
+              "to 0 or give the ranks CAP_SYS_PTRACE; the ranks must run as one user; a "
+              "container's seccomp profile must allow process_vm_readv/writev)"
+            : "the peer's buffer could not be read";
+    char msg[768];
+    snprintf(msg, sizeof(msg),
+             "SHM connection to %s tag %d: the peer's buffer is not from zincConnMemAlloc, so "
+             "puts must use cross-memory attach (process_vm_writev), and the kernel refuses it "
+             "(%s): %s. Allocate the connection buffers with zincConnMemAlloc instead, or allow "
+             "cross-memory attach",
+             who, h->tag, strerror(err), fix);
+    if (!atomic_exchange(&cma_refusal_printed, 1)) fprintf(stderr, "zinc: %s\n", msg);
+    return zn_error(ncclSystemError, ZN_SHM, "%s", msg);
+}
+
+/* The peer's buffer is plain memory of its process: check that the pid is the peer's own and
+ * that the kernel lets this process reach it. */
+static ncclResult_t cma_attach(struct mscclppComm *c, int i, const struct zn_msc_shm_desc *peer)
+{
+    struct zn_msc_conn *h = &c->host[i];
+    int p = h->remote_rank;
+    const struct zn_peer_info *me = &c->peers[c->rank], *them = &c->peers[p];
+    if (peer->buf_pid <= 0 || peer->buf_pid != them->pid || peer->buf_addr == 0 ||
+        peer->buf_addr + h->remote_size < peer->buf_addr)
+        return zn_error(ncclRemoteError, ZN_SHM,
+                        "connection to rank %d tag %d: the peer's descriptor is inconsistent "
+                        "(pid %d, rank %d's pid is %d)",
+                        p, h->tag, (int)peer->buf_pid, p, (int)them->pid);
+    /* In another pid namespace the pid names some other process here (peer.c says the same). */
+    if (them->host_hash != me->host_hash || !me->pid_ns || them->pid_ns != me->pid_ns)
+        return zn_error(ncclInvalidUsage, ZN_SHM,
+                        "connection to rank %d tag %d: the peer's buffer is not from "
+                        "zincConnMemAlloc, and rank %d runs in another pid namespace, where "
+                        "cross-memory attach cannot name it; allocate the connection buffers "
+                        "with zincConnMemAlloc",
+                        p, h->tag, p);
+    char byte;
+    struct iovec l = { &byte, 1 };
+    struct iovec r = { (void *)(uintptr_t)peer->buf_addr, 1 };
+    if (process_vm_readv(peer->buf_pid, &l, 1, &r, 1, 0) != 1) {
+        int err = errno;
+        if (err == ESRCH) {
+            char who[160];
+            zn_peer_str(&c->tctx, p, who, sizeof(who));
+            return zn_error(ncclRemoteError, ZN_SHM, "connection setup: %s has exited", who);
+        }
+        return cma_refused(c, h, err);
+    }
+    h->remote_pid = peer->buf_pid;
+    h->remote_addr = peer->buf_addr;
+    c->dev[i].remoteBuff = NULL; /* not mapped here */
+    return ncclSuccess;
+}
+
 ncclResult_t zn_msc_shm_attach(struct mscclppComm *c, int i, const struct zn_msc_shm_desc *peer)
 {
     struct zn_msc_conn *h = &c->host[i];
     int p = h->remote_rank;
-    if (peer->buf_off > peer->buf_seg_size || h->remote_size > peer->buf_seg_size - peer->buf_off ||
+    int cma = peer->buf_seg[0] == 0;
+    if ((!cma && (peer->buf_off > peer->buf_seg_size ||
+                  h->remote_size > peer->buf_seg_size - peer->buf_off)) ||
         peer->sig_seg_size < ZN_MSC_SIGNAL_SLOT ||
         peer->sig_off > peer->sig_seg_size - ZN_MSC_SIGNAL_SLOT)
         return zn_error(ncclRemoteError, ZN_SHM,
                         "connection to rank %d tag %d: the peer's descriptor is inconsistent", p,
                         h->tag);
-    struct zn_msc_seg *buf, *sig;
-    ZN_CHECK(seg_attach(c, &c->peer_bufs, p, peer->buf_seg, peer->buf_seg_size, &buf));
+    struct zn_msc_seg *buf = NULL, *sig;
+    if (cma)
+        ZN_CHECK(cma_attach(c, i, peer));
+    else
+        ZN_CHECK(seg_attach(c, &c->peer_bufs, p, peer->buf_seg, peer->buf_seg_size, &buf));
     ZN_CHECK(seg_attach(c, &c->signal_segs, p, peer->sig_seg, peer->sig_seg_size, &sig));
-    c->dev[i].remoteBuff = (char *)buf->seg.base + peer->buf_off;
+    if (buf) c->dev[i].remoteBuff = (char *)buf->seg.base + peer->buf_off;
     c->dev[i].remoteSignalEpochId =
         (struct mscclppDevConnSignalEpochId *)((char *)sig->seg.base + peer->sig_off);
     return ncclSuccess;
@@ -246,6 +339,43 @@ static ncclResult_t check_put(struct zn_msc_conn *h, const char *fn, uint64_t ds
     return ncclSuccess;
 }
 
+/* A put into a peer buffer that is plain memory of the peer's process (checked by check_put).
+ * The kernel may copy less than asked (a page it could not fault in, or its own limit per
+ * call): go on from there, and fail only on an error. The signal that follows is a release
+ * store after this call returns, so a wait that sees it sees these bytes. */
+static ncclResult_t cma_put(struct zn_msc_conn *h, const char *fn, uint64_t dstOffset,
+                            uint64_t srcOffset, uint64_t size)
+{
+    const char *src = (const char *)h->comm->dev[h->idx].localBuff + srcOffset;
+    uint64_t done = 0;
+    while (done < size) {
+        struct iovec l = { (void *)(uintptr_t)(src + done), (size_t)(size - done) };
+        struct iovec r = { (void *)(uintptr_t)(h->remote_addr + dstOffset + done),
+                           (size_t)(size - done) };
+        ssize_t n = process_vm_writev(h->remote_pid, &l, 1, &r, 1, 0);
+        if (n > 0) {
+            done += (uint64_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        int err = n < 0 ? errno : EFAULT;
+        if (err == ESRCH) {
+            char who[160];
+            zn_peer_str(&h->comm->tctx, h->remote_rank, who, sizeof(who));
+            return zn_error(ncclRemoteError, ZN_SHM, "%s: %s (connection tag %d) has exited", fn,
+                            who, h->tag);
+        }
+        return zn_error(err == EFAULT ? ncclRemoteError : ncclSystemError, ZN_SHM,
+                        "%s to rank %d tag %d: process_vm_writev of %llu bytes at offset %llu of "
+                        "the peer's buffer: %s%s",
+                        fn, h->remote_rank, h->tag, (unsigned long long)(size - done),
+                        (unsigned long long)(dstOffset + done), strerror(err),
+                        err == EFAULT ? " (did the peer free or unmap its connection buffer?)"
+                                      : "");
+    }
+    return ncclSuccess;
+}
+
 ZN_MSC_EXPORT ncclResult_t zincConnPut(struct mscclppDevConn *conn, uint64_t dstOffset,
                                        uint64_t srcOffset, uint64_t size)
 {
@@ -257,6 +387,7 @@ ZN_MSC_EXPORT ncclResult_t zincConnPut(struct mscclppDevConn *conn, uint64_t dst
         return zn_msc_net_enqueue(h, 1, dstOffset, srcOffset, size, "zincConnPut");
     }
     ZN_CHECK(peer_alive(h, "zincConnPut"));
+    if (h->remote_pid) return cma_put(h, "zincConnPut", dstOffset, srcOffset, size);
     memcpy((char *)conn->remoteBuff + dstOffset, (const char *)conn->localBuff + srcOffset, size);
     return ncclSuccess;
 }
@@ -329,6 +460,11 @@ ncclResult_t zn_msc_shm_buf_desc(struct mscclppComm *c, void *buf, uint64_t size
     const struct zn_msc_seg *s;
     uint64_t off;
     ZN_CHECK(zn_msc_shm_check_buffer(c, -1, -1, buf, size, &s, &off));
+    if (!s)
+        return zn_error(ncclInvalidArgument, ZN_SHM,
+                        "mscclppRegisterBuffer: on SHM connections a registered buffer must be "
+                        "from zincConnMemAlloc on this communicator, and %p is not in one",
+                        buf);
     memset(d, 0, sizeof(*d));
     snprintf(d->buf_seg, sizeof(d->buf_seg), "%s", s->seg.name);
     d->buf_seg_size = s->seg.size;

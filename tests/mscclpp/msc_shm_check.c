@@ -7,7 +7,16 @@
  *
  *   msc_shm_check allgather|allreduce|pingpong|errors|dead|dumpwait [shm | net HOSTS]
  *                                                                 (under zinc-run)
+ *   msc_shm_check allgather|allreduce|pingpong malloc|mixed
+ *   msc_shm_check cmarefused
  *   msc_shm_check bounds|onesided|deadwrite|misuse net HOSTS
+ *
+ * malloc: SHM connection buffers come from calloc on every rank, so puts go by cross-memory
+ * attach; mixed: from calloc on odd ranks and zincConnMemAlloc on even ones, so every kind of
+ * pair (plain stores into a segment from a malloc'd source, process_vm_writev from a segment)
+ * is exercised. cmarefused: a seccomp filter makes the kernel refuse process_vm_readv/writev
+ * (as a container's profile may), and setup over malloc'd buffers must fail saying why, on
+ * stderr even though the program replaced the log handler.
  *
  * net: the connections are mscclppTransportIB over the net zinc picks (ZINC_NET), libmscclpp's
  * proxy runs, and the ranks are split over HOSTS "hosts" (ZINC_HOSTID = rank % HOSTS). With
@@ -19,11 +28,17 @@
 #include "mscclpp.h"
 #include "zinc.h"
 
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +47,25 @@ static long failures;
 static mscclppTransport_t transport = mscclppTransportSHM;
 
 #include "msc_check.h"
+
+/* Where connection buffers come from: 0 zincConnMemAlloc, 1 calloc, 2 calloc on odd ranks. */
+static int mem_mode;
+static void *plain_bufs[64];
+static int nplain;
+
+/* A zeroed connection buffer of size bytes, from where mem_mode says. */
+static void conn_alloc(mscclppComm_t comm, size_t size, void **ptr)
+{
+    if (mem_mode == 0 || (mem_mode == 2 && rank % 2 == 0)) {
+        MSCCLPPCHECK(zincConnMemAlloc(comm, size, ptr));
+        return;
+    }
+    if (nplain == 64 || !(*ptr = calloc(1, size))) {
+        fprintf(stderr, "[%d] out of plain buffers\n", rank);
+        exit(1);
+    }
+    plain_bufs[nplain++] = *ptr;
+}
 
 /* The value rank r contributes at element i of iteration it: distinct per (r, i, it). */
 static uint64_t val(int r, size_t i, int it)
@@ -128,7 +162,7 @@ static void allgather(mscclppComm_t comm)
     for (int t = 0; t < 4; t++) {
         size_t count = counts[t], bytes = count * sizeof(uint64_t);
         uint64_t *buf;
-        MSCCLPPCHECK(zincConnMemAlloc(comm, bytes * (size_t)nranks, (void **)&buf));
+        conn_alloc(comm, bytes * (size_t)nranks, (void **)&buf);
         for (int p = 0; p < nranks; p++)
             if (p != rank)
                 MSCCLPPCHECK(
@@ -168,7 +202,7 @@ static void allreduce(mscclppComm_t comm)
     size_t n = (size_t)nranks, count = chunk * n, cb = chunk * sizeof(uint64_t);
     uint64_t *buf; /* data (count elements), then n - 1 scratch chunks */
     size_t bytes = (count + chunk * (n - 1)) * sizeof(uint64_t);
-    MSCCLPPCHECK(zincConnMemAlloc(comm, bytes, (void **)&buf));
+    conn_alloc(comm, bytes, (void **)&buf);
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
     if (nranks > 1) {
         MSCCLPPCHECK(mscclppConnect(comm, next, 0, buf, bytes, transport, NULL));
@@ -214,7 +248,7 @@ static void pingpong(mscclppComm_t comm)
 {
     const size_t max = 1 << 20;
     uint8_t *buf;
-    MSCCLPPCHECK(zincConnMemAlloc(comm, max, (void **)&buf));
+    conn_alloc(comm, max, (void **)&buf);
     int peer = rank == 0 ? 1 : 0;
     if (rank < 2) MSCCLPPCHECK(mscclppConnect(comm, peer, 5, buf, max, transport, NULL));
     setup(comm);
@@ -248,11 +282,17 @@ static void pingpong(mscclppComm_t comm)
 static void errors(mscclppComm_t comm)
 {
     capture_start();
-    static char plain[64];
-    EXPECT(mscclppConnect(comm, (rank + 1) % nranks, 1, plain, sizeof(plain), mscclppTransportSHM,
-                          NULL) == mscclppInvalidArgument,
-           "SHM connection over memory not from zincConnMemAlloc accepted");
-    EXPECT(strstr(logged, "zincConnMemAlloc"), "message does not say why: %s", logged);
+    /* Any host memory will do, but all of it must be mapped: the second page is not. */
+    long page = sysconf(_SC_PAGESIZE);
+    char *plain =
+        mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT(plain != MAP_FAILED && munmap(plain + page, (size_t)page) == 0, "mmap: %s",
+           strerror(errno));
+    EXPECT(mscclppConnect(comm, (rank + 1) % nranks, 1, plain, (uint64_t)page * 2,
+                          mscclppTransportSHM, NULL) == mscclppInvalidArgument,
+           "SHM connection over a range with an unmapped page accepted");
+    EXPECT(strstr(logged, "not host memory"), "message does not say why: %s", logged);
+    munmap(plain, (size_t)page);
     uint8_t *buf;
     MSCCLPPCHECK(zincConnMemAlloc(comm, 4096, (void **)&buf));
     logged[0] = 0;
@@ -592,15 +632,72 @@ static void deadwrite(mscclppComm_t comm)
     exit(failures ? 1 : 0);
 }
 
+/* Make this thread's process_vm_readv and process_vm_writev fail with EPERM, as a seccomp
+ * profile may (the kernel refuses; nothing in zinc is told to fail). */
+static void refuse_cma(void)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_writev, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    };
+    struct sock_fprog prog = { sizeof(code) / sizeof(code[0]), code };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+        fprintf(stderr, "[%d] cannot install the seccomp filter: %s\n", rank, strerror(errno));
+        exit(1);
+    }
+}
+
+/* Setup over malloc'd buffers where the kernel refuses cross-memory attach: it fails on every
+ * rank with the reason and what to do, on stderr although the log handler was replaced. */
+static void cmarefused(mscclppComm_t comm)
+{
+    refuse_cma();
+    capture_start();
+    size_t size = 4096;
+    void *buf;
+    mem_mode = 1;
+    conn_alloc(comm, size, &buf);
+    for (int p = 0; p < nranks; p++)
+        if (p != rank)
+            MSCCLPPCHECK(mscclppConnect(comm, p, 0, buf, size, mscclppTransportSHM, NULL));
+    fflush(stderr);
+    FILE *err = tmpfile();
+    int saved = dup(2);
+    EXPECT(err && saved >= 0 && dup2(fileno(err), 2) == 2, "redirect stderr: %s", strerror(errno));
+    mscclppResult_t r = mscclppConnectionSetup(comm);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char text[4096] = { 0 };
+    rewind(err);
+    size_t got = fread(text, 1, sizeof(text) - 1, err);
+    fclose(err);
+    EXPECT(r == mscclppSystemError, "setup with cross-memory attach refused returned %d", (int)r);
+    EXPECT(got > 0 && strstr(text, "cross-memory attach") && strstr(text, "ptrace_scope") &&
+               strstr(text, "zincConnMemAlloc") && strstr(text, strerror(EPERM)),
+           "stderr does not say why and what to do: %s", text);
+    EXPECT(strstr(logged, "cross-memory attach"), "the log handler was not told: %s", logged);
+    MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
+}
+
 int main(int argc, char **argv)
 {
     struct zn_launch_info li;
     int net = argc == 4 && !strcmp(argv[2], "net");
+    if (argc == 3 && !strcmp(argv[2], "malloc")) mem_mode = 1;
+    if (argc == 3 && !strcmp(argv[2], "mixed")) mem_mode = 2;
     if (!zn_launch_info_get(&li) ||
-        (argc != 2 && !(argc == 3 && !strcmp(argv[2], "shm")) && !net)) {
+        (argc != 2 && !(argc == 3 && !strcmp(argv[2], "shm")) && !net && !mem_mode) ||
+        (mem_mode && strcmp(argv[1], "allgather") && strcmp(argv[1], "allreduce") &&
+         strcmp(argv[1], "pingpong"))) {
         fprintf(stderr,
                 "usage: zinc-run -n N msc_shm_check "
                 "allgather|allreduce|pingpong|errors|bounds|dead|dumpwait [shm | net HOSTS], "
+                "allgather|allreduce|pingpong malloc|mixed, cmarefused, "
                 "onesided|deadwrite|misuse net HOSTS\n");
         return 2;
     }
@@ -618,7 +715,7 @@ int main(int argc, char **argv)
     }
     if ((!strcmp(what, "pingpong") || !strcmp(what, "errors") || !strcmp(what, "bounds") ||
          !strcmp(what, "dead") || !strcmp(what, "onesided") || !strcmp(what, "deadwrite") ||
-         !strcmp(what, "misuse")) &&
+         !strcmp(what, "misuse") || !strcmp(what, "cmarefused")) &&
         nranks < 2) {
         fprintf(stderr, "%s needs 2 ranks or more\n", what);
         return 2;
@@ -632,6 +729,8 @@ int main(int argc, char **argv)
         pingpong(comm);
     else if (!strcmp(what, "errors"))
         errors(comm);
+    else if (!strcmp(what, "cmarefused"))
+        cmarefused(comm);
     else if (!strcmp(what, "bounds") && net)
         bounds(comm);
     else if (!strcmp(what, "dumpwait") && nranks == 2)
@@ -650,6 +749,7 @@ int main(int argc, char **argv)
         return 2;
     }
     destroy(comm);
+    for (int i = 0; i < nplain; i++) free(plain_bufs[i]);
     if (failures) fprintf(stderr, "[%d] %ld failures\n", rank, failures);
     return failures ? 1 : 0;
 }
