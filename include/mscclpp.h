@@ -94,7 +94,7 @@ __forceinline__ __device__ uint64_t zincLoadAcquire(const uint64_t *p)
 #define MSCCLPP_BASE_CONN_FIELDS                                                                  \
     int remoteRank;                                                                               \
     int tag;                                                                                      \
-    /* This side's buffer (device memory for P2P, zincConnMemAlloc memory for SHM). */            \
+    /* This side's buffer (device memory for P2P, any host memory for SHM). */                    \
     void *localBuff;                                                                              \
     /* This side's signal words, and the peer's (mapped here; P2P and SHM). */                    \
     struct mscclppDevConnSignalEpochId *localSignalEpochId;                                       \

@@ -32,8 +32,12 @@ ncclResult_t zincCommIsHost(const ncclComm_t comm, int *isHost);
 /*
  * Host-side use of MSCCL++ connections (mscclpp.h; these live in libmscclpp.so: link
  * -lmscclpp). mscclppTransportSHM connects processes of one host over host memory: each side's
- * buffer must come from zincConnMemAlloc (a zinc shared-memory segment the peer maps), and host
- * threads move data with the functions below. The results have mscclppResult_t's values.
+ * buffer may be any host memory of its process. The peer writes a buffer from zincConnMemAlloc
+ * (a zinc shared-memory segment it maps) with plain stores, and any other buffer (malloc...)
+ * with cross-memory attach (process_vm_writev), which the kernel allows only where ptrace would
+ * be (Yama ptrace_scope, same user and pid namespace, seccomp); mscclppConnectionSetup probes it
+ * and fails with the reason, also printed to stderr once, where it is refused. Host threads move
+ * data with the functions below. The results have mscclppResult_t's values.
  *
  *   zincConnPut            copy [srcOffset, +size) of localBuff to the peer's buffer at
  *                          dstOffset; refused (ncclInvalidArgument) if either range lies outside
