@@ -17,8 +17,8 @@ template <typename Coop> struct ncclBarrierSession_internal {
     nccl::utility::Optional<ncclGinBarrierSession<Coop>> outerGinBar;
 
     template <typename GinInit, typename InnerInit, typename OuterInit>
-    NCCL_DEVICE_INLINE ncclBarrierSession_internal(Coop coop, GinInit const &g, InnerInit const &inner,
-                                                   OuterInit const &outer)
+    NCCL_DEVICE_INLINE ncclBarrierSession_internal(Coop coop, GinInit const &g,
+                                                   InnerInit const &inner, OuterInit const &outer)
         : coop(coop), gin{ g }, innerLsaBar{ inner }, outerGinBar{ outer }
     {
     }
