@@ -6,6 +6,8 @@
 #ifndef NCCL_NET_DEVICE_H_
 #define NCCL_NET_DEVICE_H_
 
+#include <stddef.h>
+
 #define NCCL_NET_DEVICE_INVALID_VERSION 0x0
 #define NCCL_NET_MTU_SIZE               4096
 #define NCCL_NET_DEVICE_UNPACK_VERSION  0x7

@@ -131,29 +131,8 @@ typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *p
 /* Device offload (v7+): what connect/accept return when NCCL asks for device-side access   */
 /* ---------------------------------------------------------------------------------------- */
 
-#define NCCL_NET_DEVICE_INVALID_VERSION 0x0
-#define NCCL_NET_MTU_SIZE               4096
-#define NCCL_NET_DEVICE_UNPACK_VERSION  0x7
-
-typedef enum {
-    NCCL_NET_DEVICE_HOST = 0, /* no offload: the host proxy drives the net */
-    NCCL_NET_DEVICE_UNPACK = 1,
-    NCCL_NET_DEVICE_GIN_PROXY = 2,
-    NCCL_NET_DEVICE_GIN_GDAKI = 3,
-} ncclNetDeviceType;
-
-typedef struct {
-    ncclNetDeviceType netDeviceType;
-    int netDeviceVersion;
-    void *handle;
-    size_t size;
-    int needsProxyProgress;
-} ncclNetDeviceHandle_v7_t;
-typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v8_t;
-typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v9_t;
-typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v10_t;
-typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v11_t;
-typedef ncclNetDeviceHandle_v11_t ncclNetDeviceHandle_t;
+/* The types are public (the device API's header uses them too): one definition, there. */
+#include "nccl_device/net_device.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* Properties                                                                               */
