@@ -60,8 +60,10 @@ static const char usage_text[] =
     "  -n, -np N           number of ranks (1 or more)\n"
     "  -t, --timeout S     stop the job and exit 124 if it runs longer than S seconds\n"
     "  --tag-output        prefix each output line with \"[RANK] \"\n"
-    "  --bind core|none    pin rank r to the r-th allowed CPU (default: core when the ranks\n"
-    "                      fit on the CPUs zinc-run may use, as mpirun does; none otherwise)\n"
+    "  --bind cores|core|none\n"
+    "                      pin rank r to the r-th of N equal blocks of the allowed CPUs\n"
+    "                      (cores, the default when the ranks fit on them), to the r-th\n"
+    "                      allowed CPU (core, as mpirun does), or not at all (none)\n"
     "  -h, --help          print this help\n"
     "\n"
     "Ranks get ZINC_RANK, ZINC_NRANKS, ZINC_LOCAL_RANK, ZINC_LOCAL_NRANKS, RANK, WORLD_SIZE,\n"
@@ -74,7 +76,7 @@ struct options {
     int nranks;
     double timeout; /* seconds; 0 means none */
     bool tag_output;
-    int bind;    /* -1: decide from the CPU count; 0: none; 1: core */
+    int bind;    /* -1: cores if the ranks fit on the CPUs; 0: none; 1: core; 2: cores */
     char **argv; /* PROGRAM ARGS..., the NULL-terminated tail of main's argv */
 };
 
@@ -175,10 +177,12 @@ static void parse_options(int argc, char **argv, struct options *opt)
         else if ((v = option_value(argc, argv, &i, "--bind"))) {
             if (strcmp(v, "core") == 0)
                 opt->bind = 1;
+            else if (strcmp(v, "cores") == 0)
+                opt->bind = 2;
             else if (strcmp(v, "none") == 0)
                 opt->bind = 0;
             else
-                usage_error("--bind takes core or none, not '%s'", v);
+                usage_error("--bind takes cores, core or none, not '%s'", v);
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage_text, stdout);
             exit(0);
@@ -356,25 +360,28 @@ static void job_destroy(struct job *job)
 
 /* ---- Starting ranks -------------------------------------------------------------------------- */
 
-/* Pin rank r to the r-th CPU zinc-run may use. Ranks that spin-wait on each other must not
- * share a core by accident (the scheduler may start two on one core and leave them there);
- * mpirun binds for the same reason. */
+/* Pin rank r to its own share of the CPUs zinc-run may use: --bind core gives it the r-th CPU,
+ * --bind cores (the default when every rank gets at least one) the r-th of nranks equal blocks of
+ * consecutive CPUs. Ranks that spin-wait on each other must not share a core by accident (the
+ * scheduler may start two on one core and leave them there), and a rank's own threads -- its
+ * proxy, which serves kernels within microseconds -- must not share one core with a main thread
+ * that spins in cudaStreamSynchronize: there the proxy runs only when the scheduler's tick
+ * (4 ms at HZ=250) takes the core from the spinner. */
 static void bind_rank(const struct job *job, int r)
 {
-    cpu_set_t allowed, one;
+    cpu_set_t allowed, mine;
     if (job->opt.bind == 0 || sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
     int ncpu = CPU_COUNT(&allowed);
     if (job->opt.bind < 0 && job->opt.nranks > ncpu) return;
-    int want = r % ncpu, seen = 0;
-    for (int c = 0; c < CPU_SETSIZE; c++) {
+    int per = job->opt.bind == 1 ? 1 : ncpu / job->opt.nranks;
+    if (per < 1) per = 1;
+    int first = (r % (ncpu / per)) * per, seen = 0;
+    CPU_ZERO(&mine);
+    for (int c = 0; c < CPU_SETSIZE && seen < first + per; c++) {
         if (!CPU_ISSET(c, &allowed)) continue;
-        if (seen++ == want) {
-            CPU_ZERO(&one);
-            CPU_SET(c, &one);
-            sched_setaffinity(0, sizeof(one), &one);
-            return;
-        }
+        if (seen++ >= first) CPU_SET(c, &mine);
     }
+    sched_setaffinity(0, sizeof(mine), &mine);
 }
 
 /* Runs in the forked child; never returns. */

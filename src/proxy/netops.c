@@ -5,6 +5,8 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/param.h"
+#include "util/thread.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -206,6 +208,16 @@ static int pass(void)
 static void *progress_main(void *arg)
 {
     (void)arg;
+    char cpus[256];
+    const char *want = zn_params()->proxy_cpus;
+    int err = zn_thread_spread(want, cpus, sizeof(cpus));
+    if (err)
+        zn_warn(ZN_PROXY,
+                "proxy: cannot run the progress thread on %s%s: %s; it runs where the process "
+                "does",
+                *want ? "ZINC_PROXY_CPUS=" : "the CPUs the system allows", want, strerror(err));
+    else
+        zn_info(ZN_PROXY, "proxy: progress thread on CPUs %s", cpus);
     long nap_ns = 0;
     while (!atomic_load(&np.stop)) {
         int r = pass();

@@ -9,11 +9,14 @@
 #include "util/shm.h"
 #include "util/size.h"
 #include "util/sock.h"
+#include "util/thread.h"
 #include "zt.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -494,7 +497,53 @@ ZT_TEST(nonce_set)
     ZT_ASSERT(set.seen == NULL && set.n == 0);
 }
 
+/* zn_thread_spread on a thread of its own (affinity is per thread): what a thread pinned to
+ * one CPU gets, an explicit list, lists that must be refused. Returns what failed, or NULL. */
+static void *spread_cases(void *arg)
+{
+    const cpu_set_t *all = arg;
+    int first = 0;
+    while (!CPU_ISSET(first, all)) first++;
+    cpu_set_t one, got;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    char desc[256], want[16];
+    snprintf(want, sizeof(want), "%d", first);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0) return "pin to one CPU";
+    if (zn_thread_spread("", desc, sizeof(desc)) != 0) return "spread from one CPU";
+    if (sched_getaffinity(0, sizeof(got), &got) != 0) return "getaffinity";
+    /* At least every CPU the process had (the cpuset may allow more than a taskset did). */
+    CPU_AND(&one, &got, all);
+    if (!CPU_EQUAL(&one, all)) return "a pinned thread spreads to every allowed CPU";
+    if (CPU_COUNT(all) > 1 && !strchr(desc, ',') && !strchr(desc, '-'))
+        return "the description lists several CPUs";
+    /* Not pinned: left alone. */
+    if (zn_thread_spread(NULL, desc, sizeof(desc)) != 0) return "spread, not pinned";
+    cpu_set_t again;
+    if (sched_getaffinity(0, sizeof(again), &again) != 0 || !CPU_EQUAL(&again, &got))
+        return "a thread on several CPUs is left alone";
+    if (zn_thread_spread(want, desc, sizeof(desc)) != 0 || strcmp(desc, want) != 0)
+        return "an explicit list";
+    const char *bad[] = { "x", "3-1", "1,", "-2", "0-99999", "1;2" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (zn_thread_spread(bad[i], desc, sizeof(desc)) != EINVAL) return "a malformed list";
+    if (sched_getaffinity(0, sizeof(again), &again) != 0 || CPU_COUNT(&again) != 1)
+        return "a refused list leaves the affinity as it was";
+    return NULL;
+}
+
+ZT_TEST(thread_spread)
+{
+    cpu_set_t all;
+    ZT_ASSERT(sched_getaffinity(0, sizeof(all), &all) == 0);
+    pthread_t t;
+    ZT_ASSERT(pthread_create(&t, NULL, spread_cases, &all) == 0);
+    void *failed = NULL;
+    ZT_ASSERT(pthread_join(t, &failed) == 0);
+    if (failed) ZT_FAIL("zn_thread_spread: %s", (const char *)failed);
+}
+
 ZT_MAIN(ZT_CASE(params_parse), ZT_CASE(params_sources), ZT_CASE(log_helpers), ZT_CASE(ifname_rules),
         ZT_CASE(sockaddr_parse), ZT_CASE(sock_loopback), ZT_CASE(sock_peer_user),
         ZT_CASE(shm_segments), ZT_CASE(pci_distance), ZT_CASE(size_overflow), ZT_CASE(handle_pool),
-        ZT_CASE(sha256_hmac_vectors), ZT_CASE(nonce_set))
+        ZT_CASE(sha256_hmac_vectors), ZT_CASE(nonce_set), ZT_CASE(thread_spread))
