@@ -12,7 +12,9 @@
 // thread; put + signal -> wait as libmscclpp's proxy does it, without zinc (half round trip).
 // PROBE_BLOCKING=1 makes the main thread wait with cudaDeviceScheduleBlockingSync; in ipc mode
 // PROBE_LEGACY=1 launches as msc-perf does (legacy stream, 1024 threads, events) and
-// PROBE_KCOPY=1 has the proxy store the signal with a kernel on its stream.
+// PROBE_KCOPY=1 has the proxy store the signal with a kernel on its stream, PROBE_SIGNAL picks
+// how the proxy signals (see proxy2).
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -91,6 +93,34 @@ static void proxy(int dev, int mode, volatile uint64_t *req, uint64_t *ans_host,
     }
 }
 
+// The two-process proxy: a data copy of 8 bytes (when the variant has one) and the signal,
+// each way PROBE_SIGNAL names: copy (device to device, the default), h2d (from a pinned host
+// counter), wv (cuStreamWriteValue64 of the host counter); "data+" in front adds the data copy.
+static void proxy2(int dev, const char *variant, volatile uint64_t *req, uint64_t *flag_peer,
+                   uint64_t *src_dev, uint64_t *data_peer, uint64_t *data_dev, uint64_t *counter,
+                   cudaStream_t s, int iters, std::atomic<int> *quit)
+{
+    CK(cudaSetDevice(dev));
+    int data = strncmp(variant, "data+", 5) == 0;
+    const char *sig = data ? variant + 5 : variant;
+    for (uint64_t i = 1; i <= (uint64_t)iters; i++) {
+        while (*req < i)
+            if (quit->load(std::memory_order_relaxed)) return;
+        if (data) CK(cudaMemcpyAsync(data_peer, data_dev, 8, cudaMemcpyDeviceToDevice, s));
+        if (!strcmp(sig, "h2d")) {
+            *counter = i;
+            CK(cudaMemcpyAsync(flag_peer, counter, 8, cudaMemcpyHostToDevice, s));
+        } else if (!strcmp(sig, "wv")) {
+            if (cuStreamWriteValue64(s, (CUdeviceptr)flag_peer, i, 0) != CUDA_SUCCESS) {
+                fprintf(stderr, "proxy_probe: cuStreamWriteValue64 failed\n");
+                exit(1);
+            }
+        } else {
+            CK(cudaMemcpyAsync(flag_peer, src_dev, 8, cudaMemcpyDeviceToDevice, s));
+        }
+    }
+}
+
 // Rank r of the two-process ping-pong: rank 0 signals then waits, rank 1 waits then signals.
 __global__ void pongKernel(int rank, uint64_t *req, const uint64_t *flag, uint64_t *src,
                            int iters, unsigned long long *ns)
@@ -152,8 +182,12 @@ static int two_process(int iters)
     // PROBE_LEGACY=1: the kernel on the legacy default stream with 1024 threads, timed with
     // events, as msc-perf does; PROBE_KCOPY=1: the proxy stores the signal with a kernel.
     int legacy = getenv("PROBE_LEGACY") != nullptr;
-    std::thread t(proxy, rank, getenv("PROBE_KCOPY") ? K_COPY : CE_D2D, (volatile uint64_t *)host,
-                  nullptr, peer, nullptr, dev + 64, ps, iters, &quit);
+    const char *variant = getenv("PROBE_SIGNAL") ? getenv("PROBE_SIGNAL") : "copy";
+    std::thread t = getenv("PROBE_KCOPY")
+                        ? std::thread(proxy, rank, K_COPY, (volatile uint64_t *)host, nullptr, peer,
+                                      nullptr, dev + 64, ps, iters, &quit)
+                        : std::thread(proxy2, rank, variant, (volatile uint64_t *)host, peer,
+                                      dev + 64, peer + 128, dev + 128, host + 256, ps, iters, &quit);
     if (legacy) {
         cudaEvent_t e0, e1;
         CK(cudaEventCreate(&e0));
@@ -174,7 +208,7 @@ static int two_process(int iters)
     CK(cudaMemcpy(&kns, ns, sizeof(kns), cudaMemcpyDeviceToHost));
     if (rank == 0) {
         printf("%-12s %9.2f us per half round trip (two processes, IPC, %s, %s)\n",
-               "ipc-2proc", kns / 2e3 / iters, getenv("PROBE_KCOPY") ? "store kernel" : "copy engine",
+               "ipc-2proc", kns / 2e3 / iters, getenv("PROBE_KCOPY") ? "store kernel" : variant,
                legacy ? "legacy stream, 1024 threads" : "own stream, 1 thread");
         int st = 0;
         waitpid(pid, &st, 0);
