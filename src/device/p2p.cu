@@ -16,8 +16,18 @@
 namespace zn
 {
 
-__global__ void __launch_bounds__(ZN_DEV_THREADS)
-    p2p_kernel(const __grid_constant__ zn_dev_p2p_args a)
+/* The launch arguments with room for N operations: a group of a few sends and receives is
+ * launched with a small parameter block (the full one is ~13 KB, which the launch copies every
+ * time). */
+template <int N> struct P2pArgs {
+    struct zn_dev_comm comm;
+    int32_t nops;
+    int32_t nch;
+    struct zn_dev_p2p_op ops[N];
+};
+
+template <typename A>
+__global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(const __grid_constant__ A a)
 {
     __shared__ Chan s;
     __shared__ uint64_t done[ZN_DEV_MAX_P2P];
@@ -33,25 +43,26 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS)
         for (int k = 0; k < a.nops; k++) {
             const zn_dev_p2p_op &op = a.ops[k];
             dep[k] = last[op.peer][op.is_send];
-            Range r = channel_range(op.bytes, a.nch, s.ch);
+            Range r = channel_range(op.bytes, op.nch, s.ch);
             if (r.lo < r.hi) last[op.peer][op.is_send] = (int16_t)k;
         }
     }
     __syncthreads();
     const uint64_t W = a.comm.slot_bytes;
     uint64_t t0 = globaltimer();
+    uint32_t idle_passes = 0; /* thread 0's */
     for (;;) {
         int remaining = 0, moved = 0;
         for (int k = 0; k < a.nops; k++) {
             const zn_dev_p2p_op &op = a.ops[k];
-            Range r = channel_range(op.bytes, a.nch, s.ch);
+            Range r = channel_range(op.bytes, op.nch, s.ch);
             uint64_t lo = r.lo, hi = r.hi;
             if (lo + done[k] >= hi) continue;
             remaining++;
             /* An earlier unfinished operation on the same FIFO goes first (it waited for its
              * own predecessor in turn, so looking one back is enough). */
             if (dep[k] >= 0) {
-                Range e = channel_range(a.ops[dep[k]].bytes, a.nch, s.ch);
+                Range e = channel_range(a.ops[dep[k]].bytes, a.ops[dep[k]].nch, s.ch);
                 if (e.lo + done[dep[k]] < e.hi) continue;
             }
             uint64_t off = lo + done[k], len = hi - off < W ? hi - off : W;
@@ -75,26 +86,33 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS)
             t0 = globaltimer();
             continue;
         }
-        /* Nothing could move: bounded by the timeout and the abort flag, like every wait. */
+        /* Nothing could move: bounded by the timeout and the abort flag, like every wait, but
+         * looked at only every 1024 idle passes as wait_geq does. The abort flag lives in
+         * pinned host memory: a read of it is a PCIe round trip, and dozens of blocks reading
+         * it on every pass queue behind each other (at 64 blocks, each took ~10x longer to see
+         * its peer's flag). */
         if (threadIdx.x == 0) {
             idle = 0;
-            if (*a.comm.abort_flag)
-                idle = ZN_DEV_ABORTED;
-            else if (globaltimer() - t0 > a.comm.timeout_ns)
-                idle = ZN_DEV_TIMEOUT;
-            /* A receive from a peer on another host that closed before sending what it waits
-             * for cannot finish. */
-            for (int k = 0; k < a.nops && !idle; k++) {
-                const zn_dev_p2p_op &op = a.ops[k];
-                Range r = channel_range(op.bytes, a.nch, s.ch);
-                if (op.is_send || r.lo + done[k] >= r.hi) continue;
-                volatile uint64_t *ready = ctrl(inbox(s, op.peer), ZN_DEV_READY_OFF, op.peer, s.ch);
-                if (peer_gone(gone_word(s, op.peer), ready, s.recvd[op.peer] + 1))
-                    idle = ZN_DEV_PEER_GONE;
-            }
-            if (idle && *a.comm.error == 0) {
-                *(volatile uint32_t *)a.comm.error = (uint32_t)idle;
-                __threadfence_system();
+            if ((++idle_passes & 1023) == 0) {
+                if (*a.comm.abort_flag)
+                    idle = ZN_DEV_ABORTED;
+                else if (globaltimer() - t0 > a.comm.timeout_ns)
+                    idle = ZN_DEV_TIMEOUT;
+                /* A receive from a peer on another host that closed before sending what it
+                 * waits for cannot finish. */
+                for (int k = 0; k < a.nops && !idle; k++) {
+                    const zn_dev_p2p_op &op = a.ops[k];
+                    Range r = channel_range(op.bytes, op.nch, s.ch);
+                    if (op.is_send || r.lo + done[k] >= r.hi) continue;
+                    volatile uint64_t *ready =
+                        ctrl(inbox(s, op.peer), ZN_DEV_READY_OFF, op.peer, s.ch);
+                    if (peer_gone(gone_word(s, op.peer), ready, s.recvd[op.peer] + 1))
+                        idle = ZN_DEV_PEER_GONE;
+                }
+                if (idle && *a.comm.error == 0) {
+                    *(volatile uint32_t *)a.comm.error = (uint32_t)idle;
+                    __threadfence_system();
+                }
             }
         }
         __syncthreads();
@@ -108,6 +126,16 @@ out:
 
 extern "C" int zn_dev_launch_p2p(const struct zn_dev_p2p_args *a, void *stream)
 {
-    zn::p2p_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(*a);
+    constexpr int small = 8;
+    if (a->nops <= small) {
+        zn::P2pArgs<small> k;
+        k.comm = a->comm;
+        k.nops = a->nops;
+        k.nch = a->nch;
+        for (int i = 0; i < a->nops; i++) k.ops[i] = a->ops[i];
+        zn::p2p_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(k);
+    } else {
+        zn::p2p_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(*a);
+    }
     return (int)cudaGetLastError();
 }

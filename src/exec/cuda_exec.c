@@ -132,17 +132,17 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
     return zn_cuda_note(&cx->order, o->stream);
 }
 
-/* Channels of one send or receive. One block moves about 14 GB/s (it alternates a window over
- * NVLink with a local one), and more than ~16 blocks in flight slow each other: a channel per
- * 128 KB up to 16 channels, then one per 512 KB up to ZINC_GPU_P2P_CHANNELS. Measured on 2
- * H200 (2026-11-27, procs): 2 MB 36 us with 16 channels against 44 with 4; 8 MB 65 us with 16
- * against 107 with 64; 32 MB 142 us with 64 against 185 with 16. The two ends of a pair must
- * cut a message alike, so this depends on nothing but its size (the same at both ends) and
- * values every rank agreed on. */
+/* Channels of one send or receive: one per 32 KB, up to ZINC_GPU_P2P_CHANNELS (64). Spreading
+ * even a 128 KB message over blocks is what keeps NVLink busy, as for the collectives. Measured
+ * on 2 H200 (2026-11-27, procs, zinc / NCCL time): 128 KB 1.01, 2 MB 0.86, 8 MB 0.75, 32 MB
+ * 0.83, 128 MB 0.89, 512 MB 1.05; a channel per 128 KB up to 16 was 1.37 at 128 KB and 0.97 at
+ * 8 MB. (Before the send/recv kernel polled its abort flag in host memory only every 1024 idle
+ * passes, more blocks made every block slower, and 16 was the best count.) The two ends of a
+ * pair must cut a message alike, so this depends on nothing but its size (the same at both
+ * ends) and values every rank agreed on. */
 static int p2p_channels(const struct zn_cuda_ctx *cx, size_t bytes)
 {
-    size_t fine = (bytes + (128 << 10) - 1) >> 17, coarse = (bytes + (512 << 10) - 1) >> 19;
-    size_t n = fine < 16 ? fine : coarse > 16 ? coarse : 16;
+    size_t n = (bytes + (32 << 10) - 1) >> 15;
     return n < 1 ? 1 : n > (size_t)cx->p2p_ch ? cx->p2p_ch : (int)n;
 }
 

@@ -66,8 +66,8 @@ ZN_PARAM(p2p_topo,      STR,  "ZINC_P2P_TOPO",      NULL,                 "auto"
          "auto: GPUs that all reach each other use direct kernels, others a GPU ring where one exists; ring: map only ring neighbours as if no other pair could reach each other")
 ZN_PARAM(gpu_channels,  INT,  "ZINC_GPU_CHANNELS",  NULL,                 "128",
          "most channels (thread blocks) a GPU kernel of a cuda communicator uses, 1-128; the arena has a FIFO per channel and peer")
-ZN_PARAM(gpu_p2p_channels, INT, "ZINC_GPU_P2P_CHANNELS", NULL,             "64",
-         "most channels (thread blocks) one send or receive of a cuda communicator uses, 1-128 (at most ZINC_GPU_CHANNELS); a message takes one channel per 128 KB up to 16, then one per 512 KB")
+ZN_PARAM(gpu_p2p_channels, INT, "ZINC_GPU_P2P_CHANNELS", NULL,             "128",
+         "most channels (thread blocks) one send or receive of a cuda communicator uses, 1-128 (at most ZINC_GPU_CHANNELS); a message takes one channel per 32 KB")
 ZN_PARAM(gpu_slot_size, SIZE, "ZINC_GPU_SLOT_SIZE", NULL,                 "256K",
          "bytes of each FIFO slot of a cuda communicator's arena (64K-4M); large collectives move data in windows of this size per channel")
 ZN_PARAM(gpu_net,       STR,  "ZINC_GPU_NET",       NULL,                 "auto",

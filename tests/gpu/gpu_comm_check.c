@@ -297,6 +297,34 @@ static ncclResult_t many_p2p(ncclComm_t comm, int K)
     return res;
 }
 
+/* A ring shift where every rank sends a different size, 64 KB << 2r: a rank's group holds one
+ * send and one receive of different sizes, so the ranks' largest messages differ, and each
+ * message must still be cut into the same channels at both ends (a cut by the group's widest
+ * operation would differ between the two). Checked byte by byte. */
+static void test_uneven_p2p(ncclComm_t comm)
+{
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    size_t out = (size_t)64 << 10 << (2 * (rank % 4)), in = (size_t)64 << 10 << (2 * (prev % 4));
+    uint8_t *dev = NULL, *h = malloc(out + in);
+    CUDACHECK(cudaMalloc((void **)&dev, out + in));
+    for (size_t j = 0; j < out; j++) h[j] = p2p_byte(rank, next, 7, j);
+    memset(h + out, 0xee, in);
+    upload(dev, h, out + in);
+    for (int round = 0; round < 3; round++) {
+        NCCLCHECK(ncclGroupStart());
+        NCCLCHECK(ncclSend(dev, out, ncclUint8, next, comm, stream));
+        NCCLCHECK(ncclRecv(dev + out, in, ncclUint8, prev, comm, stream));
+        NCCLCHECK(ncclGroupEnd());
+    }
+    CUDACHECK(cudaStreamSynchronize(stream));
+    CUDACHECK(cudaMemcpy(h + out, dev + out, in, cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (size_t j = 0; j < in; j++) bad += h[out + j] != p2p_byte(prev, rank, 7, j);
+    EXPECT(bad == 0, "uneven ring shift (%zu bytes from rank %d): %ld wrong bytes", in, prev, bad);
+    CUDACHECK(cudaFree(dev));
+    free(h);
+}
+
 /* 480 operations: within what one kernel launch carries (512) on the p2p path. */
 static void test_many_p2p(ncclComm_t world)
 {
@@ -450,6 +478,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "gone_p2p")) return test_gone_p2p(world, all);
     int only_p2p = argc > 1 && !strcmp(argv[1], "p2p");
     check_members(world, all, nranks, "world");
+    test_uneven_p2p(world);
     test_many_p2p(world);
     test_p2p_limit(world);
     if (!only_p2p) {
