@@ -158,8 +158,8 @@ struct zn_cost_params {
     double shm_sync_us; /* one flag round trip through shared memory */
     double shm_bw;      /* memory copy bandwidth, bytes/us */
     double reduce_bw;   /* reduction throughput, bytes/us of input consumed */
-    double p2p_lat_us;  /* one message over a point-to-point connection (shm fifo) */
-    double p2p_bw;      /* bytes/us over a point-to-point connection (shm fifo) */
+    double fifo_lat_us; /* one message over a point-to-point connection (shm fifo) */
+    double fifo_bw;     /* bytes/us over a point-to-point connection (shm fifo) */
     double net_lat_us;  /* one message between hosts or over sockets */
     double net_bw;      /* bytes/us between hosts or over sockets */
 };
