@@ -86,7 +86,7 @@ static ncclResult_t run_ops(struct zn_gop *ops, int n)
         t->kind = ops[i].kind == ZN_GOP_COLL   ? ZN_TASK_COLL
                   : ops[i].kind == ZN_GOP_SEND ? ZN_TASK_SEND
                                                : ZN_TASK_RECV;
-        t->cx = &ops[i].comm->cx;
+        t->ecomm = &ops[i].comm->exec;
         t->a = ops[i].a;
         t->op = ops[i].op;
         /* Collectives of one communicator run in call order. */
@@ -412,7 +412,7 @@ ZN_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo)
             continue;
         if (op->kind == ZN_GOP_COLL) {
             const struct zn_algo *a =
-                zn_algo_select(&op->comm->actx, &op->a, op->comm->cx.force_algo);
+                zn_algo_select(&op->comm->actx, &op->a, op->comm->exec.force_algo);
             if (a) us += a->cost(&op->comm->actx, &op->a);
         } else {
             us += zn_cost_msg(&op->comm->actx, op->a.count * op->a.esize);

@@ -73,7 +73,7 @@ static ncclResult_t begin_desc(struct zn_stage *st, struct zn_stage_desc *d)
         t->kind = o->kind == ZN_CUDA_COLL   ? ZN_TASK_COLL
                   : o->kind == ZN_CUDA_SEND ? ZN_TASK_SEND
                                             : ZN_TASK_RECV;
-        t->cx = st->host;
+        t->ecomm = st->host;
         t->a = o->a;
         t->op = o->op;
         if (o->scalar_dev) /* ncclScalarDevice: read now, in stream order */
