@@ -52,7 +52,10 @@ struct zn_coll_args {
     ncclDataType_t dtype;
     size_t esize;
     enum zn_red op;
-    int root;
+    union {
+        int root; /* rooted collectives (broadcast, reduce, gather, scatter); -1 for the rest */
+        int peer; /* send and receive: the other rank */
+    };
 };
 
 struct zn_arena; /* transport/shm_arena.h */

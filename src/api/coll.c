@@ -242,7 +242,7 @@ static ncclResult_t submit_p2p(enum zn_gop_kind kind, const char *fn, void *buf,
     ZN_CHECK(check_buf(fn, kind == ZN_GOP_SEND ? "sendbuff" : "recvbuff", buf, count));
     struct zn_gop g = { .kind = kind, .comm = c, .stream = (void *)stream };
     g.a = (struct zn_coll_args){
-        .sendbuf = buf, .recvbuf = buf, .count = count, .dtype = dt, .esize = es, .root = peer
+        .sendbuf = buf, .recvbuf = buf, .count = count, .dtype = dt, .esize = es, .peer = peer
     };
     zn_log(ZN_LOG_INFO, ZN_CALL, "%s: buff %p count %zu datatype %s peer %d comm %p", fn, buf,
            count, zn_dtype_name(dt), peer, (void *)c);

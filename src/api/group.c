@@ -57,7 +57,9 @@ static void comms_enter(struct zn_gop *ops, int n, int delta)
         for (int j = i; j < n; j++) nops += ops[j].comm == c;
         atomic_store_explicit(&c->call_kind, (int)ops[i].kind, memory_order_relaxed);
         atomic_store_explicit(&c->call_coll, (int)ops[i].a.coll, memory_order_relaxed);
-        atomic_store_explicit(&c->call_peer, ops[i].a.root, memory_order_relaxed);
+        atomic_store_explicit(&c->call_peer,
+                              ops[i].kind == ZN_GOP_COLL ? ops[i].a.root : ops[i].a.peer,
+                              memory_order_relaxed);
         atomic_store_explicit(&c->call_count, ops[i].a.count, memory_order_relaxed);
         atomic_store_explicit(&c->call_nops, nops, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->ncalls, (unsigned long long)nops, memory_order_relaxed);

@@ -160,12 +160,12 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops,
         if (o->kind == ZN_CUDA_COLL) continue;
         size_t bytes = o->a.count * o->a.esize;
         if (!stream) stream = o->stream;
-        if (o->a.root == cuda->dev.rank) {
+        if (o->a.peer == cuda->dev.rank) {
             if (o->kind == ZN_CUDA_RECV) continue;
             /* Send to self: pair with this rank's next unmatched receive from self. */
             int j = -1;
             for (int m = self_recv; m < n && j < 0; m++)
-                if (ops[m].kind == ZN_CUDA_RECV && ops[m].a.root == cuda->dev.rank) j = m;
+                if (ops[m].kind == ZN_CUDA_RECV && ops[m].a.peer == cuda->dev.rank) j = m;
             if (j < 0)
                 return zn_error(ncclInvalidUsage, ZN_COLL,
                                 "ncclSend to self without a matching ncclRecv from self in the "
@@ -192,7 +192,7 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops,
         k.ops[k.nops++] =
             (struct zn_dev_p2p_op){ .buf = is_send ? (void *)o->a.sendbuf : o->a.recvbuf,
                                     .bytes = bytes,
-                                    .peer = o->a.root,
+                                    .peer = o->a.peer,
                                     .is_send = (int16_t)is_send,
                                     .nch = (int16_t)nch };
         if (nch > k.nch) k.nch = nch;
@@ -247,7 +247,7 @@ static ncclResult_t launch_coll_p2p(struct zn_cuda_ctx *cuda, const struct zn_cu
         }
         if (j == me && src == dst) continue; /* in place: the own block is there */
         struct zn_coll_args p = *a;
-        p.root = j;
+        p.peer = j;
         if (src) {
             p.sendbuf = src;
             ops[m++] = (struct zn_cuda_op){ .kind = ZN_CUDA_SEND, .a = p, .stream = o->stream };

@@ -128,9 +128,9 @@ static ncclResult_t start_p2p(struct zn_task *t)
     zn_round_reset(r);
     size_t bytes = t->a.count * t->a.esize;
     if (t->kind == ZN_TASK_SEND)
-        zn_round_send(r, t->a.root, t->a.sendbuf, bytes);
+        zn_round_send(r, t->a.peer, t->a.sendbuf, bytes);
     else
-        zn_round_recv(r, t->a.root, t->a.recvbuf, bytes);
+        zn_round_recv(r, t->a.peer, t->a.recvbuf, bytes);
     t->round_active = 1;
     return ncclSuccess;
 }
@@ -300,11 +300,11 @@ static ncclResult_t match_self(struct zn_task **tasks, int n)
 {
     for (int i = 0; i < n; i++) {
         struct zn_task *s = tasks[i];
-        if (s->kind != ZN_TASK_SEND || s->a.root != s->ecomm->tctx->rank) continue;
+        if (s->kind != ZN_TASK_SEND || s->a.peer != s->ecomm->tctx->rank) continue;
         for (int j = 0; j < n && !s->self_match; j++) {
             struct zn_task *r = tasks[j];
             if (r->kind == ZN_TASK_RECV && r->ecomm == s->ecomm &&
-                r->a.root == r->ecomm->tctx->rank && !r->self_match) {
+                r->a.peer == r->ecomm->tctx->rank && !r->self_match) {
                 if (r->a.count * r->a.esize != s->a.count * s->a.esize)
                     return zn_error(ncclInvalidUsage, ZN_COLL,
                                     "send to self of %zu bytes but receive from self of %zu "
@@ -317,7 +317,7 @@ static ncclResult_t match_self(struct zn_task **tasks, int n)
     }
     for (int i = 0; i < n; i++) {
         struct zn_task *t = tasks[i];
-        if (t->kind != ZN_TASK_COLL && t->a.root == t->ecomm->tctx->rank && !t->self_match)
+        if (t->kind != ZN_TASK_COLL && t->a.peer == t->ecomm->tctx->rank && !t->self_match)
             return zn_error(ncclInvalidUsage, ZN_COLL,
                             "ncclSend/ncclRecv to self without the matching ncclRecv/ncclSend "
                             "to self in the same group");

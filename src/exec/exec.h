@@ -59,7 +59,7 @@ struct zn_op_desc {
 struct zn_task {
     enum zn_task_kind kind;
     struct zn_exec_comm *ecomm;
-    struct zn_coll_args a; /* for SEND/RECV: sendbuf/recvbuf, count, dtype, root = peer */
+    struct zn_coll_args a; /* for SEND/RECV: sendbuf/recvbuf, count, dtype, peer */
     struct zn_op_desc op;
     struct zn_task *dep; /* must complete before this one starts */
 
