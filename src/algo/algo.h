@@ -21,28 +21,17 @@
 #ifndef ZN_ALGO_H
 #define ZN_ALGO_H
 
+#include "algo/coll_facts.h"
 #include "util/redop.h"
 #include "nccl.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-enum zn_coll {
-    ZN_COLL_ALLREDUCE,
-    ZN_COLL_BROADCAST,
-    ZN_COLL_REDUCE,
-    ZN_COLL_ALLGATHER,
-    ZN_COLL_REDUCESCATTER,
-    ZN_COLL_ALLTOALL,
-    ZN_COLL_GATHER,
-    ZN_COLL_SCATTER,
-    ZN_NCOLLS
-};
-const char *zn_coll_name(enum zn_coll c);
-
-/* One collective call, as every rank sees it. count is NCCL's count argument: elements of the
- * whole vector for allreduce/broadcast/reduce, and per-rank blocks (sendcount, recvcount,
- * count) for allgather, reducescatter, alltoall, gather and scatter. op is already mapped:
+/* One collective call, as every rank sees it, or one send or receive (coll ZN_COLL_SEND or
+ * ZN_COLL_RECV). count is NCCL's count argument: one block in coll_facts.h's terms, the whole
+ * vector for allreduce/broadcast/reduce and per-rank blocks (sendcount, recvcount, count) for
+ * allgather, reducescatter, alltoall, gather and scatter. op is already mapped:
  * ncclAvg and PreMulSum arrive as ZN_RED_SUM with pre-scaled input (see exec). */
 struct zn_coll_args {
     enum zn_coll coll;

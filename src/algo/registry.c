@@ -40,13 +40,6 @@ const struct zn_cost_params zn_cost = {
     .net_bw = 2000.0,     /* TCP, bytes per us */
 };
 
-const char *zn_coll_name(enum zn_coll c)
-{
-    static const char *names[] = { "AllReduce",     "Broadcast", "Reduce", "AllGather",
-                                   "ReduceScatter", "AlltoAll",  "Gather", "Scatter" };
-    return (unsigned)c < ZN_NCOLLS ? names[c] : "?";
-}
-
 const struct zn_algo *const *zn_algo_list(int *count)
 {
     *count = (int)(sizeof(algos) / sizeof(algos[0]));

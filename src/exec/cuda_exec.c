@@ -12,39 +12,18 @@
 #if ZINC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-static const int dev_coll[ZN_NCOLLS] = {
-    [ZN_COLL_ALLREDUCE] = ZN_DEV_ALLREDUCE,
-    [ZN_COLL_BROADCAST] = ZN_DEV_BROADCAST,
-    [ZN_COLL_REDUCE] = ZN_DEV_REDUCE,
-    [ZN_COLL_ALLGATHER] = ZN_DEV_ALLGATHER,
-    [ZN_COLL_REDUCESCATTER] = ZN_DEV_REDUCESCATTER,
-    [ZN_COLL_ALLTOALL] = ZN_DEV_ALLTOALL,
-    [ZN_COLL_GATHER] = ZN_DEV_GATHER,
-    [ZN_COLL_SCATTER] = ZN_DEV_SCATTER,
-};
-
-static int reduces(enum zn_coll c)
-{
-    return c == ZN_COLL_ALLREDUCE || c == ZN_COLL_REDUCE || c == ZN_COLL_REDUCESCATTER;
-}
-
 /* Registered buffers (NCCL's contract: then every rank's are) that a zero-copy kernel would
- * touch: allreduce needs both; the collectives that store into their destinations (allgather,
- * alltoall, broadcast, scatter) the receive buffers; those that read the peers' inputs
- * (reducescatter, reduce, gather) the send buffers. 1 if every one it needs is registered. */
+ * touch (zn_gpu_zc_buffers), each looked up at the size of the largest rank's buffer. 1 if
+ * every one it needs is registered. */
 static int zc_regs(const struct zn_cuda_ctx *cuda, const struct zn_coll_args *a, size_t bytes,
                    const struct zn_reg_entry **rs, const struct zn_reg_entry **rr)
 {
-    int coll = a->coll;
-    size_t nb = bytes * (size_t)cuda->dev.nranks;
-    int push = coll == ZN_COLL_ALLGATHER || coll == ZN_COLL_ALLTOALL || coll == ZN_COLL_BROADCAST ||
-               coll == ZN_COLL_SCATTER;
-    int both = coll == ZN_COLL_ALLREDUCE;
-    size_t sb = coll == ZN_COLL_REDUCESCATTER ? nb : bytes;
-    size_t rb = coll == ZN_COLL_ALLGATHER || coll == ZN_COLL_ALLTOALL ? nb : bytes;
+    int n = cuda->dev.nranks, need = zn_gpu_zc_buffers(a->coll);
+    size_t sb = bytes * (size_t)zn_coll_send_blocks(a->coll, n);
+    size_t rb = bytes * (size_t)zn_coll_recv_blocks(a->coll, n);
     *rs = *rr = NULL;
-    if ((both || !push) && !(*rs = zn_reg_find(cuda->regs, a->sendbuf, sb))) return 0;
-    if ((both || push) && !(*rr = zn_reg_find(cuda->regs, a->recvbuf, rb))) return 0;
+    if ((need & ZN_GPU_ZC_SEND) && !(*rs = zn_reg_find(cuda->regs, a->sendbuf, sb))) return 0;
+    if ((need & ZN_GPU_ZC_RECV) && !(*rr = zn_reg_find(cuda->regs, a->recvbuf, rb))) return 0;
     return 1;
 }
 
@@ -70,9 +49,9 @@ static void pack_coll(const struct zn_cuda_ctx *cuda, const struct zn_cuda_op *o
     k->comm = cuda->dev;
     k->sendbuf = a->sendbuf;
     k->recvbuf = a->recvbuf;
-    k->coll = dev_coll[a->coll];
+    k->coll = zn_coll_facts(a->coll)->dev_coll;
     k->root = a->root;
-    if (reduces(a->coll)) {
+    if (zn_coll_facts(a->coll)->reduces) {
         k->dtype = (int32_t)a->dtype;
         k->count = a->count;
         k->op = (int32_t)o->op.red;
@@ -206,18 +185,9 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops,
     return zn_cuda_note(&cuda->order, stream);
 }
 
-/* Alltoall, gather and scatter as the send/recv kernel's sends and receives (NCCL's scheme for
- * them): each peer's FIFO moves as fast as that peer takes it, with every slot of it in flight,
- * where the direct pattern waits for every peer's piece per step. Not in-place alltoall (a
- * block would be overwritten while it is still being sent): that one keeps the direct pattern,
- * whose steps read a window of every block before they write any. Returns 0 for those. */
-static int as_p2p(const struct zn_cuda_op *o)
-{
-    const struct zn_coll_args *a = &o->a;
-    return (a->coll == ZN_COLL_ALLTOALL && a->sendbuf != a->recvbuf) || a->coll == ZN_COLL_GATHER ||
-           a->coll == ZN_COLL_SCATTER;
-}
-
+/* A collective that moves blocks, as the send/recv kernel's sends and receives (NCCL's scheme
+ * for alltoall, gather and scatter; zn_gpu_as_sendrecv says which): the routes of
+ * algo/coll_facts.h say what this rank sends to each peer and where each peer's block lands. */
 static ncclResult_t launch_coll_p2p(struct zn_cuda_ctx *cuda, const struct zn_cuda_op *o)
 {
     const struct zn_coll_args *a = &o->a;
@@ -229,30 +199,21 @@ static ncclResult_t launch_coll_p2p(struct zn_cuda_ctx *cuda, const struct zn_cu
     if (!ops) return zn_error(ncclSystemError, ZN_COLL, "out of memory");
     for (int j = 0; j < n; j++) {
         /* What this rank sends to j and where what j sends lands (NULL: nothing). */
-        const uint8_t *src = NULL;
-        uint8_t *dst = NULL;
-        switch (a->coll) {
-        case ZN_COLL_ALLTOALL:
-            src = in + (size_t)j * blk;
-            dst = out + (size_t)j * blk;
-            break;
-        case ZN_COLL_GATHER:
-            src = j == a->root ? in : NULL;
-            dst = me == a->root ? out + (size_t)j * blk : NULL;
-            break;
-        default: /* scatter */
-            src = me == a->root ? in + (size_t)j * blk : NULL;
-            dst = j == a->root ? out : NULL;
-            break;
-        }
+        int sblk, dblk;
+        const uint8_t *src =
+            zn_coll_route(a->coll, me, j, a->root, &sblk, &dblk) ? in + (size_t)sblk * blk : NULL;
+        uint8_t *dst =
+            zn_coll_route(a->coll, j, me, a->root, &sblk, &dblk) ? out + (size_t)dblk * blk : NULL;
         if (j == me && src == dst) continue; /* in place: the own block is there */
         struct zn_coll_args p = *a;
         p.peer = j;
         if (src) {
+            p.coll = ZN_COLL_SEND;
             p.sendbuf = src;
             ops[m++] = (struct zn_cuda_op){ .kind = ZN_CUDA_SEND, .a = p, .stream = o->stream };
         }
         if (dst) {
+            p.coll = ZN_COLL_RECV;
             p.recvbuf = dst;
             ops[m++] = (struct zn_cuda_op){ .kind = ZN_CUDA_RECV, .a = p, .stream = o->stream };
         }
@@ -265,15 +226,16 @@ static ncclResult_t launch_coll_p2p(struct zn_cuda_ctx *cuda, const struct zn_cu
 /* Ring mode: the collectives with ring kernels run on the GPU, in call order with the staged
  * ones; every send and receive is staged (peers need not be neighbours). Across hosts with
  * every peer's FIFO there (all_fifos), the rest runs as kernels too: alltoall, gather and
- * scatter as the send/recv kernel (as_p2p; in-place alltoall as the direct pattern), each in
- * its place in call order, and the group's sends and receives in one send/recv kernel. */
+ * scatter as the send/recv kernel (zn_gpu_as_sendrecv; in-place alltoall as the direct pattern),
+ * each in its place in call order, and the group's sends and receives in one send/recv kernel. */
 static ncclResult_t launch_ring_mode(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops, int n)
 {
     int np2p = 0;
     for (int i = 0; i < n; i++) {
         if (ops[i].kind != ZN_CUDA_COLL)
             np2p++;
-        else if (cuda->all_fifos && ops[i].a.count && as_p2p(&ops[i]))
+        else if (cuda->all_fifos && ops[i].a.count &&
+                 zn_gpu_as_sendrecv(ops[i].a.coll, ops[i].a.sendbuf == ops[i].a.recvbuf))
             ZN_CHECK(launch_coll_p2p(cuda, &ops[i]));
         else if (cuda->all_fifos || zn_gpu_ring_on_gpu(ops[i].a.coll))
             ZN_CHECK(launch_coll(cuda, &ops[i]));

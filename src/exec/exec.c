@@ -72,9 +72,9 @@ static ncclResult_t alloc_round(struct zn_task *t)
 /* PreMulSum (and avg on floating types): scale this rank's input into a temporary first. */
 static ncclResult_t prescale(struct zn_task *t)
 {
-    /* Only reductions get here: reduce-scatter's input is nranks blocks, the others' one. */
-    size_t bytes = t->a.count * t->a.esize;
-    if (t->a.coll == ZN_COLL_REDUCESCATTER) bytes *= (size_t)t->ecomm->tctx->nranks;
+    const struct zn_tctx *tc = t->ecomm->tctx;
+    size_t bytes =
+        zn_coll_send_elems(t->a.coll, t->a.count, tc->nranks, tc->rank == t->a.root) * t->a.esize;
     t->tmp = malloc(bytes ? bytes : 1);
     if (!t->tmp)
         return zn_error(ncclSystemError, ZN_COLL, "out of memory for %zu bytes of scaled input",
@@ -135,12 +135,13 @@ static ncclResult_t start_p2p(struct zn_task *t)
     return ncclSuccess;
 }
 
+/* Integer ncclAvg: divide the sums in whatever this rank received. */
 static void finish_coll(struct zn_task *t)
 {
     const struct zn_coll_args *a = &t->a;
     int n = t->ecomm->tctx->nranks, me = t->ecomm->tctx->rank;
-    if (t->op.post_div && (a->coll != ZN_COLL_REDUCE || me == a->root))
-        zn_divide_int(a->dtype, a->recvbuf, a->recvbuf, n, a->count);
+    size_t out = zn_coll_recv_elems(a->coll, a->count, n, me == a->root);
+    if (t->op.post_div && out) zn_divide_int(a->dtype, a->recvbuf, a->recvbuf, n, out);
     t->done = 1;
 }
 
@@ -258,9 +259,7 @@ static int blocking_peer(const struct zn_task *t)
 
 static const char *task_name(const struct zn_task *t)
 {
-    return t->kind == ZN_TASK_SEND   ? "Send"
-           : t->kind == ZN_TASK_RECV ? "Recv"
-                                     : zn_coll_name(t->a.coll);
+    return zn_coll_name(t->a.coll);
 }
 
 /* A task made no progress for a while: find out whether it ever can. */
