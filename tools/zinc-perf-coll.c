@@ -157,65 +157,58 @@ static enum zp_src src_sendrecv(int rank, int n, int root, size_t count, size_t 
     return ZP_SRC_COPY;
 }
 
+#define FACTS(c) .send_side = (c), .recv_side = (c)
+
 const struct zp_coll zp_colls[] = {
     { .name = "all_reduce",
-      .has_op = 1,
+      FACTS(ZN_COLL_ALLREDUCE),
       .ip_checked = 1,
       .bus = ZP_BUS_ALLREDUCE,
       .run = run_all_reduce,
       .source = src_all_reduce },
     { .name = "all_gather",
-      .split = 1,
-      .recv_all = 1,
-      .send_ip = 1,
+      FACTS(ZN_COLL_ALLGATHER),
       .ip_checked = 1,
       .bus = ZP_BUS_RING,
       .run = run_all_gather,
       .source = src_all_gather },
     { .name = "reduce_scatter",
-      .has_op = 1,
-      .split = 1,
-      .send_all = 1,
-      .recv_ip = 1,
+      FACTS(ZN_COLL_REDUCESCATTER),
       .ip_checked = 1,
       .bus = ZP_BUS_RING,
       .run = run_reduce_scatter,
       .source = src_reduce_scatter },
     { .name = "broadcast",
-      .has_root = 1,
+      FACTS(ZN_COLL_BROADCAST),
       .ip_checked = 1,
       .bus = ZP_BUS_ONE,
       .run = run_broadcast,
       .source = src_broadcast },
     { .name = "reduce",
-      .has_op = 1,
-      .has_root = 1,
+      FACTS(ZN_COLL_REDUCE),
       .ip_checked = 1,
       .bus = ZP_BUS_ONE,
       .run = run_reduce,
       .source = src_reduce },
     { .name = "alltoall",
-      .split = 1,
-      .send_all = 1,
-      .recv_all = 1,
+      FACTS(ZN_COLL_ALLTOALL),
       .bus = ZP_BUS_RING,
       .run = run_alltoall,
       .source = src_alltoall },
-    { .name = "sendrecv", .bus = ZP_BUS_ONE, .run = run_sendrecv, .source = src_sendrecv },
+    { .name = "sendrecv",
+      .send_side = ZN_COLL_SEND,
+      .recv_side = ZN_COLL_RECV,
+      .bus = ZP_BUS_ONE,
+      .run = run_sendrecv,
+      .source = src_sendrecv },
     { .name = "gather",
-      .has_root = 1,
-      .split = 1,
-      .recv_all = 1,
-      .send_ip = 1,
+      FACTS(ZN_COLL_GATHER),
       .ip_checked = 1,
       .bus = ZP_BUS_RING,
       .run = run_gather,
       .source = src_gather },
     { .name = "scatter",
-      .has_root = 1,
-      .split = 1,
-      .send_all = 1,
-      .recv_ip = 1,
+      FACTS(ZN_COLL_SCATTER),
       .ip_checked = 1,
       .bus = ZP_BUS_RING,
       .run = run_scatter,
@@ -245,22 +238,41 @@ const struct zp_coll *zp_coll_find(const char *name)
     return NULL;
 }
 
+int zp_coll_has_op(const struct zp_coll *c)
+{
+    return zn_coll_facts(c->send_side)->reduces;
+}
+
+int zp_coll_has_root(const struct zp_coll *c)
+{
+    return zn_coll_facts(c->send_side)->rooted;
+}
+
+/* count is cut into nranks blocks where a buffer holds a block per rank. */
+static int split(const struct zp_coll *c)
+{
+    return zn_coll_extent_per_rank(zn_coll_facts(c->send_side)->send) ||
+           zn_coll_extent_per_rank(zn_coll_facts(c->recv_side)->recv);
+}
+
+/* Buffers are sized alike on every rank (nccl-tests allocates the root's sizes everywhere). */
 void zp_sizes_get(const struct zp_coll *c, size_t bytes, int typesize, int nranks,
                   struct zp_sizes *sz)
 {
     size_t count = bytes / (size_t)typesize, n = (size_t)nranks;
-    size_t block = c->split ? (count / n) & ~(size_t)(16 / typesize - 1) : count;
+    size_t block = split(c) ? (count / n) & ~(size_t)(16 / typesize - 1) : count;
+    int ip = zn_coll_in_place_offset(c->send_side);
     sz->count = block;
-    sz->sendcount = c->send_all ? block * n : block;
-    sz->recvcount = c->recv_all ? block * n : block;
-    sz->send_ip = c->send_ip ? block : 0;
-    sz->recv_ip = c->recv_ip ? block : 0;
+    sz->sendcount = block * (size_t)zn_coll_send_blocks(c->send_side, nranks);
+    sz->recvcount = block * (size_t)zn_coll_recv_blocks(c->recv_side, nranks);
+    sz->send_ip = ip > 0 ? block : 0;
+    sz->recv_ip = ip < 0 ? block : 0;
 }
 
 void zp_bandwidth(const struct zp_coll *c, const struct zp_sizes *sz, int typesize, int nranks,
                   double sec, double *algbw, double *busbw)
 {
-    double bytes = (double)sz->count * typesize * (c->split ? nranks : 1);
+    double bytes = (double)sz->count * typesize * (split(c) ? nranks : 1);
     double factor = 1;
     if (c->bus == ZP_BUS_RING) factor = (double)(nranks - 1) / nranks;
     if (c->bus == ZP_BUS_ALLREDUCE) factor = 2.0 * (nranks - 1) / nranks;

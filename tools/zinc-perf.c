@@ -614,11 +614,11 @@ static int run_all(struct zp_bench *b)
     const struct zp_coll *c = b->o.coll;
     int t0 = b->o.type < 0 ? 0 : b->o.type, t1 = b->o.type < 0 ? zp_ntypes : b->o.type + 1;
     int o0 = ZP_NOP, o1 = ZP_NOP + 1, r0 = -1, r1 = 0;
-    if (c->has_op) {
+    if (zp_coll_has_op(c)) {
         o0 = b->o.op < 0 ? 0 : b->o.op;
         o1 = b->o.op < 0 ? ZP_NUM_OPS : b->o.op + 1;
     }
-    if (c->has_root) {
+    if (zp_coll_has_root(c)) {
         r0 = b->o.root < 0 ? 0 : b->o.root;
         r1 = b->o.root < 0 ? b->nranks : b->o.root + 1;
     }
@@ -852,8 +852,8 @@ static void json_params(FILE *f, const struct zp_bench *b)
             o->warmup, o->check, o->blocking, o->graphs, o->average);
     json_str(f, o->type < 0 ? "all" : zp_types[o->type].name);
     fprintf(f, ",\n  \"op\": ");
-    json_str(f, !o->coll->has_op ? "none" : o->op < 0 ? "all" : zp_op_names[o->op]);
-    fprintf(f, ",\n  \"root\": %d,\n", o->coll->has_root ? o->root : -1);
+    json_str(f, !zp_coll_has_op(o->coll) ? "none" : o->op < 0 ? "all" : zp_op_names[o->op]);
+    fprintf(f, ",\n  \"root\": %d,\n", zp_coll_has_root(o->coll) ? o->root : -1);
 }
 
 static int write_json(const struct zp_bench *b)

@@ -8,7 +8,9 @@
  *
  * Everything here is built on the public NCCL API only (nccl.h), plus the CUDA runtime when
  * ZINC_PERF_CUDA is defined, so that the same binary runs against real NCCL by switching
- * LD_LIBRARY_PATH.
+ * LD_LIBRARY_PATH. The one piece of zinc it reads is the table of collective facts
+ * (src/algo/coll_facts.c, compiled into zinc-perf: it uses nothing else of the library), so
+ * that which collectives reduce, have a root and how big their buffers are is said once.
  */
 #ifndef ZINC_PERF_H
 #define ZINC_PERF_H
@@ -16,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "algo/coll_facts.h"
 #include "nccl.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -94,11 +97,10 @@ enum zp_bus { ZP_BUS_ONE, ZP_BUS_RING, ZP_BUS_ALLREDUCE };
 
 struct zp_coll {
     const char *name; /* "all_reduce"; the nccl-tests binary is name + "_perf" */
-    unsigned has_op : 1, has_root : 1;
-    /* split: count is cut into nranks blocks whose size is a multiple of 16 bytes (nccl-tests
-     * 2.28 rounds this way); send_all/recv_all: that buffer holds all nranks blocks;
-     * send_ip/recv_ip: in place, that pointer sits rank blocks into the receive buffer. */
-    unsigned split : 1, send_all : 1, recv_all : 1, send_ip : 1, recv_ip : 1;
+    /* The rows of the collective facts (algo/coll_facts.h) for the send buffer and for the
+     * receive buffer: the same collective, or ZN_COLL_SEND and ZN_COLL_RECV for sendrecv.
+     * They say whether it takes an op and a root, and how many blocks each buffer holds. */
+    enum zn_coll send_side, recv_side;
     /* The in-place result is defined and checked; otherwise #wrong shows N/A as in
      * nccl-tests (alltoall and sendrecv with sendbuff == recvbuff). */
     unsigned ip_checked : 1;
@@ -112,6 +114,10 @@ struct zp_coll {
 
 extern const struct zp_coll zp_colls[];
 extern const int zp_ncolls;
+
+/* The collective takes a reduction op / a root. */
+int zp_coll_has_op(const struct zp_coll *c);
+int zp_coll_has_root(const struct zp_coll *c);
 
 /* The collective named name ("all_reduce", "allreduce", "all_reduce_perf"), or NULL. */
 const struct zp_coll *zp_coll_find(const char *name);

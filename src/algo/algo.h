@@ -21,28 +21,17 @@
 #ifndef ZN_ALGO_H
 #define ZN_ALGO_H
 
+#include "algo/coll_facts.h"
 #include "util/redop.h"
 #include "nccl.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-enum zn_coll {
-    ZN_COLL_ALLREDUCE,
-    ZN_COLL_BROADCAST,
-    ZN_COLL_REDUCE,
-    ZN_COLL_ALLGATHER,
-    ZN_COLL_REDUCESCATTER,
-    ZN_COLL_ALLTOALL,
-    ZN_COLL_GATHER,
-    ZN_COLL_SCATTER,
-    ZN_NCOLLS
-};
-const char *zn_coll_name(enum zn_coll c);
-
-/* One collective call, as every rank sees it. count is NCCL's count argument: elements of the
- * whole vector for allreduce/broadcast/reduce, and per-rank blocks (sendcount, recvcount,
- * count) for allgather, reducescatter, alltoall, gather and scatter. op is already mapped:
+/* One collective call, as every rank sees it, or one send or receive (coll ZN_COLL_SEND or
+ * ZN_COLL_RECV). count is NCCL's count argument: one block in coll_facts.h's terms, the whole
+ * vector for allreduce/broadcast/reduce and per-rank blocks (sendcount, recvcount, count) for
+ * allgather, reducescatter, alltoall, gather and scatter. op is already mapped:
  * ncclAvg and PreMulSum arrive as ZN_RED_SUM with pre-scaled input (see exec). */
 struct zn_coll_args {
     enum zn_coll coll;
@@ -52,7 +41,10 @@ struct zn_coll_args {
     ncclDataType_t dtype;
     size_t esize;
     enum zn_red op;
-    int root;
+    union {
+        int root; /* rooted collectives (broadcast, reduce, gather, scatter); -1 for the rest */
+        int peer; /* send and receive: the other rank */
+    };
 };
 
 struct zn_arena; /* transport/shm_arena.h */
@@ -158,8 +150,8 @@ struct zn_cost_params {
     double shm_sync_us; /* one flag round trip through shared memory */
     double shm_bw;      /* memory copy bandwidth, bytes/us */
     double reduce_bw;   /* reduction throughput, bytes/us of input consumed */
-    double p2p_lat_us;  /* one message over a point-to-point connection (shm fifo) */
-    double p2p_bw;      /* bytes/us over a point-to-point connection (shm fifo) */
+    double fifo_lat_us; /* one message over a point-to-point connection (shm fifo) */
+    double fifo_bw;     /* bytes/us over a point-to-point connection (shm fifo) */
     double net_lat_us;  /* one message between hosts or over sockets */
     double net_bw;      /* bytes/us between hosts or over sockets */
 };

@@ -347,3 +347,28 @@ int zn_gpu_ring_on_gpu(enum zn_coll c)
     return c == ZN_COLL_ALLREDUCE || c == ZN_COLL_ALLGATHER || c == ZN_COLL_REDUCESCATTER ||
            c == ZN_COLL_BROADCAST || c == ZN_COLL_REDUCE;
 }
+
+/* Alltoall, gather and scatter as the send/recv kernel (NCCL's scheme for them): each peer's
+ * FIFO moves as fast as that peer takes it, with every slot of it in flight, where the direct
+ * pattern waits for every peer's piece per step. Not in-place alltoall (a block would be
+ * overwritten while it is still being sent): that one keeps the direct pattern, whose steps
+ * read a window of every block before they write any. */
+int zn_gpu_as_sendrecv(enum zn_coll c, int in_place)
+{
+    return (c == ZN_COLL_ALLTOALL && !in_place) || c == ZN_COLL_GATHER || c == ZN_COLL_SCATTER;
+}
+
+/* Allreduce needs both; the collectives whose kernels store into their destinations
+ * (allgather, alltoall, broadcast, scatter) the receive buffers; those that read the peers'
+ * inputs (reducescatter, reduce, gather) the send buffers (device/coll_zc.cuh). */
+int zn_gpu_zc_buffers(enum zn_coll c)
+{
+    switch (c) {
+    case ZN_COLL_ALLREDUCE: return ZN_GPU_ZC_SEND | ZN_GPU_ZC_RECV;
+    case ZN_COLL_ALLGATHER:
+    case ZN_COLL_ALLTOALL:
+    case ZN_COLL_BROADCAST:
+    case ZN_COLL_SCATTER: return ZN_GPU_ZC_RECV;
+    default: return ZN_GPU_ZC_SEND;
+    }
+}

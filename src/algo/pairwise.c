@@ -11,12 +11,12 @@
  * gather    the root receives from every other rank in one round; the others send once.
  * scatter   the inverse.
  */
-#include "p2p_util.h"
+#include "msg_util.h"
 
 #include <string.h>
 
 enum {
-    ST_SINGLE, /* zn_p2p_next_single's flag (n == 1) */
+    ST_SINGLE, /* zn_msg_next_single's flag (n == 1) */
     ST_K,      /* next round */
 };
 
@@ -28,7 +28,7 @@ static int pairwise_supports(const struct zn_algo_ctx *ctx, const struct zn_coll
 static double pairwise_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
     int n = ctx->nranks;
-    if (n == 1) return zn_p2p_cost_single(a);
+    if (n == 1) return zn_msg_cost_single(a);
     size_t block = a->count * a->esize;
     if (a->coll == ZN_COLL_ALLTOALL) return (n - 1) * zn_cost_msg(ctx, block);
     /* gather/scatter: one round; the root's link carries n-1 blocks. */
@@ -59,17 +59,17 @@ static int alltoall_round(struct zn_plan *p, struct zn_round *r)
     size_t block = a->count * a->esize;
     if (k >= n) return 0;
     if (alltoall_in_place(a)) {
-        int peer = zn_p2p_mod(k - rank, n);
+        int peer = zn_msg_mod(k - rank, n);
         if (peer == rank) return 1; /* nothing this round */
         char *b = (char *)a->recvbuf + (size_t)peer * block;
-        zn_p2p_send(r, peer, b, block);
-        zn_p2p_recv(r, peer, p->scratch, block);
+        zn_msg_send(r, peer, b, block);
+        zn_msg_recv(r, peer, p->scratch, block);
         zn_round_copy(r, b, p->scratch, block);
         return 1;
     }
-    int to = zn_p2p_mod(rank + k, n), from = zn_p2p_mod(rank - k, n);
-    zn_p2p_send(r, to, (const char *)a->sendbuf + (size_t)to * block, block);
-    zn_p2p_recv(r, from, (char *)a->recvbuf + (size_t)from * block, block);
+    int to = zn_msg_mod(rank + k, n), from = zn_msg_mod(rank - k, n);
+    zn_msg_send(r, to, (const char *)a->sendbuf + (size_t)to * block, block);
+    zn_msg_recv(r, from, (char *)a->recvbuf + (size_t)from * block, block);
     if (k == 1)
         zn_round_copy(r, (char *)a->recvbuf + (size_t)rank * block,
                       (const char *)a->sendbuf + (size_t)rank * block, block);
@@ -85,17 +85,17 @@ static int gather_scatter_round(struct zn_plan *p, struct zn_round *r)
     int gather = a->coll == ZN_COLL_GATHER;
     if (rank != root) {
         if (gather)
-            zn_p2p_send(r, root, a->sendbuf, block);
+            zn_msg_send(r, root, a->sendbuf, block);
         else
-            zn_p2p_recv(r, root, a->recvbuf, block);
+            zn_msg_recv(r, root, a->recvbuf, block);
         return 1;
     }
     for (int i = 0; i < n; i++) {
         if (i == root) continue;
         if (gather)
-            zn_p2p_recv(r, i, (char *)a->recvbuf + (size_t)i * block, block);
+            zn_msg_recv(r, i, (char *)a->recvbuf + (size_t)i * block, block);
         else
-            zn_p2p_send(r, i, (const char *)a->sendbuf + (size_t)i * block, block);
+            zn_msg_send(r, i, (const char *)a->sendbuf + (size_t)i * block, block);
     }
     /* The root's own block (dropped by the builder in place). */
     if (gather)
@@ -107,7 +107,7 @@ static int gather_scatter_round(struct zn_plan *p, struct zn_round *r)
 
 static int pairwise_next(struct zn_plan *p, struct zn_round *r)
 {
-    if (p->ctx->nranks == 1) return zn_p2p_next_single(p, r);
+    if (p->ctx->nranks == 1) return zn_msg_next_single(p, r);
     int (*round)(struct zn_plan *, struct zn_round *) =
         p->a.coll == ZN_COLL_ALLTOALL ? alltoall_round : gather_scatter_round;
     return zn_algo_next_nonempty(p, r, round);

@@ -17,12 +17,12 @@
  * that is one piece, the whole vector per step. Between pieces, returning piece c to an extra
  * rank shares a round with receiving piece c+1 from it.
  */
-#include "p2p_util.h"
+#include "msg_util.h"
 
 #include <string.h>
 
 enum {
-    ST_SINGLE, /* zn_p2p_next_single's flag (n == 1) */
+    ST_SINGLE, /* zn_msg_next_single's flag (n == 1) */
     ST_C,      /* piece */
     ST_M,      /* within a piece: 0 = fold round, m = exchange with mask 1 << (m-1) */
     ST_K,      /* pieces */
@@ -50,10 +50,10 @@ static int floor_log2(int n)
 static double rd_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
     int n = ctx->nranks;
-    if (n == 1) return zn_p2p_cost_single(a);
-    size_t ce = zn_p2p_chunk_elems(ctx, a->esize);
-    double k = (double)zn_p2p_npieces(a->count, ce);
-    size_t piece = zn_p2p_min(ce, a->count) * a->esize;
+    if (n == 1) return zn_msg_cost_single(a);
+    size_t ce = zn_msg_chunk_elems(ctx, a->esize);
+    double k = (double)zn_msg_npieces(a->count, ce);
+    size_t piece = zn_msg_min(ce, a->count) * a->esize;
     double msg = zn_cost_msg(ctx, piece), red = 2.0 * (double)piece / zn_cost.reduce_bw;
     int l = floor_log2(n), rem = n - (1 << l);
     double c = k * l * (msg + red);
@@ -73,7 +73,7 @@ static size_t rd_scratch(const struct zn_algo_ctx *ctx, const struct zn_coll_arg
     if (n == 1) return 0;
     int rem = n - (1 << floor_log2(n));
     if (role_of(ctx->ring_pos, rem) == ROLE_EXTRA) return 0;
-    return zn_p2p_min(zn_p2p_chunk_elems(ctx, a->esize), a->count) * a->esize;
+    return zn_msg_min(zn_msg_chunk_elems(ctx, a->esize), a->count) * a->esize;
 }
 
 static void rd_start(struct zn_plan *p)
@@ -81,8 +81,8 @@ static void rd_start(struct zn_plan *p)
     const struct zn_algo_ctx *ctx = p->ctx;
     int n = ctx->nranks, vp = ctx->ring_pos;
     memset(p->st, 0, sizeof(p->st));
-    p->st[ST_CE] = (int64_t)zn_p2p_chunk_elems(ctx, p->a.esize);
-    p->st[ST_K] = (int64_t)zn_p2p_npieces(p->a.count, (size_t)p->st[ST_CE]);
+    p->st[ST_CE] = (int64_t)zn_msg_chunk_elems(ctx, p->a.esize);
+    p->st[ST_K] = (int64_t)zn_msg_npieces(p->a.count, (size_t)p->st[ST_CE]);
     int l = floor_log2(n), rem = n - (1 << l);
     p->st[ST_L] = l;
     p->st[ST_REM] = rem;
@@ -104,11 +104,11 @@ static int extra_round(struct zn_plan *p, struct zn_round *r)
     size_t es = a->esize;
     if (j > k) return 0;
     int partner = p->ctx->ring[p->ctx->ring_pos + 1];
-    zn_p2p_send(r, partner, zn_p2p_at(a->sendbuf, j * ce, es),
-                zn_p2p_piece_len(a->count, j, ce) * es);
+    zn_msg_send(r, partner, zn_msg_at(a->sendbuf, j * ce, es),
+                zn_msg_piece_len(a->count, j, ce) * es);
     if (j >= 1)
-        zn_p2p_recv(r, partner, zn_p2p_at(a->recvbuf, (j - 1) * ce, es),
-                    zn_p2p_piece_len(a->count, j - 1, ce) * es);
+        zn_msg_recv(r, partner, zn_msg_at(a->recvbuf, (j - 1) * ce, es),
+                    zn_msg_piece_len(a->count, j - 1, ce) * es);
     p->st[ST_C]++;
     return 1;
 }
@@ -118,21 +118,21 @@ static int participant_round(struct zn_plan *p, struct zn_round *r)
     const struct zn_algo_ctx *ctx = p->ctx;
     const struct zn_coll_args *a = &p->a;
     size_t c = (size_t)p->st[ST_C], k = (size_t)p->st[ST_K], ce = (size_t)p->st[ST_CE];
-    size_t es = a->esize, len = zn_p2p_piece_len(a->count, c, ce);
+    size_t es = a->esize, len = zn_msg_piece_len(a->count, c, ce);
     int m = (int)p->st[ST_M], l = (int)p->st[ST_L], rem = (int)p->st[ST_REM];
     int folder = p->st[ST_ROLE] == ROLE_FOLDER;
     if (c > k) return 0;
-    char *out = zn_p2p_at(a->recvbuf, c * ce, es);
+    char *out = zn_msg_at(a->recvbuf, c * ce, es);
     if (m == 0) {
         /* Fold: the folder takes piece c from its extra rank and returns piece c-1. */
         if (folder) {
             int extra = ctx->ring[ctx->ring_pos - 1];
             if (c >= 1)
-                zn_p2p_send(r, extra, zn_p2p_at(a->recvbuf, (c - 1) * ce, es),
-                            zn_p2p_piece_len(a->count, c - 1, ce) * es);
+                zn_msg_send(r, extra, zn_msg_at(a->recvbuf, (c - 1) * ce, es),
+                            zn_msg_piece_len(a->count, c - 1, ce) * es);
             if (c < k) {
-                zn_p2p_recv(r, extra, p->scratch, len * es);
-                zn_round_reduce2(r, out, zn_p2p_at(a->sendbuf, c * ce, es), p->scratch, len);
+                zn_msg_recv(r, extra, p->scratch, len * es);
+                zn_round_reduce2(r, out, zn_msg_at(a->sendbuf, c * ce, es), p->scratch, len);
             }
         }
         if (c == k) { /* after the last piece: only its return to the extra rank */
@@ -143,9 +143,9 @@ static int participant_round(struct zn_plan *p, struct zn_round *r)
         int nr = (int)p->st[ST_NEWRANK] ^ (1 << (m - 1));
         int peer = ctx->ring[participant_pos(nr, rem)];
         /* Until this rank has reduced something, its partial result is its own input. */
-        const void *mine = m == 1 && !folder ? zn_p2p_at(a->sendbuf, c * ce, es) : out;
-        zn_p2p_send(r, peer, mine, len * es);
-        zn_p2p_recv(r, peer, p->scratch, len * es);
+        const void *mine = m == 1 && !folder ? zn_msg_at(a->sendbuf, c * ce, es) : out;
+        zn_msg_send(r, peer, mine, len * es);
+        zn_msg_recv(r, peer, p->scratch, len * es);
         zn_round_reduce2(r, out, mine, p->scratch, len);
     }
     if (++p->st[ST_M] > l) {
@@ -157,7 +157,7 @@ static int participant_round(struct zn_plan *p, struct zn_round *r)
 
 static int rd_next(struct zn_plan *p, struct zn_round *r)
 {
-    if (p->ctx->nranks == 1) return zn_p2p_next_single(p, r);
+    if (p->ctx->nranks == 1) return zn_msg_next_single(p, r);
     int (*round)(struct zn_plan *, struct zn_round *) =
         p->st[ST_ROLE] == ROLE_EXTRA ? extra_round : participant_round;
     return zn_algo_next_nonempty(p, r, round);

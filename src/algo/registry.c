@@ -31,21 +31,14 @@ const struct zn_cost_params zn_cost = {
     .shm_sync_us = 0.4,   /* one flag hand-off through the arena */
     .shm_bw = 20000.0,    /* memcpy into / out of the arena, bytes per us */
     .reduce_bw = 24000.0, /* reduction input consumed, bytes per us */
-    .p2p_lat_us = 3.0,    /* one message through a shm fifo, executor round included */
-    .p2p_bw = 5000.0,     /* shm fifo, bytes per us (copy in and copy out) */
+    .fifo_lat_us = 3.0,   /* one message through a shm fifo, executor round included */
+    .fifo_bw = 5000.0,    /* shm fifo, bytes per us (copy in and copy out) */
     .net_lat_us = 25.0,   /* one message over TCP: a 2-rank exchange of 8 B through the
                              socket net on loopback takes 21-27 us (rd against ring,
                              2026-11-24); 10 made 2 hosts pick ring over rd at 512 KB, 20%
                              slower there */
     .net_bw = 2000.0,     /* TCP, bytes per us */
 };
-
-const char *zn_coll_name(enum zn_coll c)
-{
-    static const char *names[] = { "AllReduce",     "Broadcast", "Reduce", "AllGather",
-                                   "ReduceScatter", "AlltoAll",  "Gather", "Scatter" };
-    return (unsigned)c < ZN_NCOLLS ? names[c] : "?";
-}
 
 const struct zn_algo *const *zn_algo_list(int *count)
 {
@@ -71,7 +64,7 @@ int zn_algo_next_nonempty(struct zn_plan *p, struct zn_round *r,
 double zn_cost_msg(const struct zn_algo_ctx *ctx, size_t bytes)
 {
     if (ctx->nhosts == 1 && ctx->shm_transport)
-        return zn_cost.p2p_lat_us + (double)bytes / zn_cost.p2p_bw;
+        return zn_cost.fifo_lat_us + (double)bytes / zn_cost.fifo_bw;
     return zn_cost.net_lat_us + (double)bytes / zn_cost.net_bw;
 }
 

@@ -20,12 +20,12 @@
  * at the same "time"). A rank skips rounds where it has nothing to do (a short segment's last
  * piece); the matching is per message, so that does not disturb the others.
  */
-#include "p2p_util.h"
+#include "msg_util.h"
 
 #include <string.h>
 
 enum {
-    ST_SINGLE, /* zn_p2p_next_single's flag (n == 1) */
+    ST_SINGLE, /* zn_msg_next_single's flag (n == 1) */
     ST_C,      /* piece (allreduce, allgather, reducescatter) or local round (chains) */
     ST_S,      /* step within the piece */
     ST_K,      /* pieces */
@@ -48,17 +48,17 @@ static int ring_supports(const struct zn_algo_ctx *ctx, const struct zn_coll_arg
 /* Elements of the longest run that gets cut into pieces. */
 static size_t run_len(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
-    if (a->coll == ZN_COLL_ALLREDUCE) return zn_p2p_seg_len(a->count, ctx->nranks, 0);
+    if (a->coll == ZN_COLL_ALLREDUCE) return zn_msg_seg_len(a->count, ctx->nranks, 0);
     return a->count;
 }
 
 static double ring_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
     int n = ctx->nranks;
-    if (n == 1) return zn_p2p_cost_single(a);
-    size_t ce = zn_p2p_chunk_elems(ctx, a->esize), len = run_len(ctx, a);
-    double k = (double)zn_p2p_npieces(len, ce);
-    size_t piece = zn_p2p_min(ce, len) * a->esize;
+    if (n == 1) return zn_msg_cost_single(a);
+    size_t ce = zn_msg_chunk_elems(ctx, a->esize), len = run_len(ctx, a);
+    double k = (double)zn_msg_npieces(len, ce);
+    size_t piece = zn_msg_min(ce, len) * a->esize;
     double msg = zn_cost_msg(ctx, piece), red = 2.0 * (double)piece / zn_cost.reduce_bw;
     double steps = (double)(n - 1) * k;
     switch (a->coll) {
@@ -75,12 +75,12 @@ static size_t ring_scratch(const struct zn_algo_ctx *ctx, const struct zn_coll_a
 {
     int n = ctx->nranks;
     if (n == 1) return 0;
-    size_t piece = zn_p2p_min(zn_p2p_chunk_elems(ctx, a->esize), run_len(ctx, a)) * a->esize;
+    size_t piece = zn_msg_min(zn_msg_chunk_elems(ctx, a->esize), run_len(ctx, a)) * a->esize;
     switch (a->coll) {
     case ZN_COLL_ALLREDUCE: return piece;
     case ZN_COLL_REDUCESCATTER: return n > 2 ? 2 * piece : piece;
     case ZN_COLL_REDUCE: {
-        int e = zn_p2p_mod(ctx->ring_pos - zn_p2p_ring_find(ctx, a->root) - 1, n);
+        int e = zn_msg_mod(ctx->ring_pos - zn_msg_ring_find(ctx, a->root) - 1, n);
         return e == 0 ? 0 : e == n - 1 ? piece : 2 * piece;
     }
     default: return 0;
@@ -92,12 +92,12 @@ static void ring_start(struct zn_plan *p)
     const struct zn_algo_ctx *ctx = p->ctx;
     int n = ctx->nranks;
     memset(p->st, 0, sizeof(p->st));
-    p->st[ST_CE] = (int64_t)zn_p2p_chunk_elems(ctx, p->a.esize);
-    p->st[ST_K] = (int64_t)zn_p2p_npieces(run_len(ctx, &p->a), (size_t)p->st[ST_CE]);
+    p->st[ST_CE] = (int64_t)zn_msg_chunk_elems(ctx, p->a.esize);
+    p->st[ST_K] = (int64_t)zn_msg_npieces(run_len(ctx, &p->a), (size_t)p->st[ST_CE]);
     if (n == 1) return;
-    int root_pos = zn_p2p_ring_find(ctx, p->a.root);
-    if (p->a.coll == ZN_COLL_BROADCAST) p->st[ST_D] = zn_p2p_mod(ctx->ring_pos - root_pos, n);
-    if (p->a.coll == ZN_COLL_REDUCE) p->st[ST_D] = zn_p2p_mod(ctx->ring_pos - root_pos - 1, n);
+    int root_pos = zn_msg_ring_find(ctx, p->a.root);
+    if (p->a.coll == ZN_COLL_BROADCAST) p->st[ST_D] = zn_msg_mod(ctx->ring_pos - root_pos, n);
+    if (p->a.coll == ZN_COLL_REDUCE) p->st[ST_D] = zn_msg_mod(ctx->ring_pos - root_pos - 1, n);
 }
 
 /* Moves to the next (piece, step), nsteps steps per piece; returns 1 (a round was built). */
@@ -117,32 +117,32 @@ static int allreduce_round(struct zn_plan *p, struct zn_round *r)
     int n = ctx->nranks, pos = ctx->ring_pos, s = (int)p->st[ST_S];
     size_t c = (size_t)p->st[ST_C], ce = (size_t)p->st[ST_CE], es = a->esize;
     if (p->st[ST_C] >= p->st[ST_K]) return 0;
-    int next = zn_p2p_ring_at(ctx, pos + 1), prev = zn_p2p_ring_at(ctx, pos - 1);
+    int next = zn_msg_ring_at(ctx, pos + 1), prev = zn_msg_ring_at(ctx, pos - 1);
     /* reduce-scatter step s: send segment pos-s, receive segment pos-s-1;
      * allgather step t: send segment pos+1-t, receive segment pos-t. */
     int sj, rj, rs = s < n - 1;
     if (rs) {
-        sj = zn_p2p_mod(pos - s, n);
-        rj = zn_p2p_mod(pos - s - 1, n);
+        sj = zn_msg_mod(pos - s, n);
+        rj = zn_msg_mod(pos - s - 1, n);
     } else {
-        sj = zn_p2p_mod(pos + 1 - (s - (n - 1)), n);
-        rj = zn_p2p_mod(pos - (s - (n - 1)), n);
+        sj = zn_msg_mod(pos + 1 - (s - (n - 1)), n);
+        rj = zn_msg_mod(pos - (s - (n - 1)), n);
     }
-    size_t slen = zn_p2p_piece_len(zn_p2p_seg_len(a->count, n, sj), c, ce);
-    size_t rlen = zn_p2p_piece_len(zn_p2p_seg_len(a->count, n, rj), c, ce);
-    size_t soff = zn_p2p_seg_off(a->count, n, sj) + c * ce;
-    size_t roff = zn_p2p_seg_off(a->count, n, rj) + c * ce;
+    size_t slen = zn_msg_piece_len(zn_msg_seg_len(a->count, n, sj), c, ce);
+    size_t rlen = zn_msg_piece_len(zn_msg_seg_len(a->count, n, rj), c, ce);
+    size_t soff = zn_msg_seg_off(a->count, n, sj) + c * ce;
+    size_t roff = zn_msg_seg_off(a->count, n, rj) + c * ce;
     /* The first send is this rank's own input; later ones forward what the previous step
      * computed (reduce-scatter) or received (allgather) in recvbuf. */
     const void *src = s == 0 ? a->sendbuf : a->recvbuf;
-    zn_p2p_send(r, next, zn_p2p_at(src, soff, es), slen * es);
+    zn_msg_send(r, next, zn_msg_at(src, soff, es), slen * es);
     if (rs) {
-        zn_p2p_recv(r, prev, p->scratch, rlen * es);
+        zn_msg_recv(r, prev, p->scratch, rlen * es);
         if (rlen)
-            zn_round_reduce2(r, zn_p2p_at(a->recvbuf, roff, es), zn_p2p_at(a->sendbuf, roff, es),
+            zn_round_reduce2(r, zn_msg_at(a->recvbuf, roff, es), zn_msg_at(a->sendbuf, roff, es),
                              p->scratch, rlen);
     } else {
-        zn_p2p_recv(r, prev, zn_p2p_at(a->recvbuf, roff, es), rlen * es);
+        zn_msg_recv(r, prev, zn_msg_at(a->recvbuf, roff, es), rlen * es);
     }
     return advance(p, 2 * (n - 1));
 }
@@ -154,17 +154,17 @@ static int allgather_round(struct zn_plan *p, struct zn_round *r)
     int n = ctx->nranks, pos = ctx->ring_pos, s = (int)p->st[ST_S];
     size_t c = (size_t)p->st[ST_C], ce = (size_t)p->st[ST_CE], es = a->esize;
     if (p->st[ST_C] >= p->st[ST_K]) return 0;
-    size_t len = zn_p2p_piece_len(a->count, c, ce), off = c * ce;
-    int sb = zn_p2p_ring_at(ctx, pos - s), rb = zn_p2p_ring_at(ctx, pos - s - 1);
-    const void *src = s == 0 ? zn_p2p_at(a->sendbuf, off, es)
-                             : zn_p2p_at(a->recvbuf, (size_t)sb * a->count + off, es);
-    zn_p2p_send(r, zn_p2p_ring_at(ctx, pos + 1), src, len * es);
-    zn_p2p_recv(r, zn_p2p_ring_at(ctx, pos - 1),
-                zn_p2p_at(a->recvbuf, (size_t)rb * a->count + off, es), len * es);
+    size_t len = zn_msg_piece_len(a->count, c, ce), off = c * ce;
+    int sb = zn_msg_ring_at(ctx, pos - s), rb = zn_msg_ring_at(ctx, pos - s - 1);
+    const void *src = s == 0 ? zn_msg_at(a->sendbuf, off, es)
+                             : zn_msg_at(a->recvbuf, (size_t)sb * a->count + off, es);
+    zn_msg_send(r, zn_msg_ring_at(ctx, pos + 1), src, len * es);
+    zn_msg_recv(r, zn_msg_ring_at(ctx, pos - 1),
+                zn_msg_at(a->recvbuf, (size_t)rb * a->count + off, es), len * es);
     /* This rank's own block (nothing to do in place: the builder drops dst == src). */
     if (s == 0)
-        zn_round_copy(r, zn_p2p_at(a->recvbuf, (size_t)ctx->rank * a->count + off, es),
-                      zn_p2p_at(a->sendbuf, off, es), len * es);
+        zn_round_copy(r, zn_msg_at(a->recvbuf, (size_t)ctx->rank * a->count + off, es),
+                      zn_msg_at(a->sendbuf, off, es), len * es);
     return advance(p, n - 1);
 }
 
@@ -175,18 +175,18 @@ static int reducescatter_round(struct zn_plan *p, struct zn_round *r)
     int n = ctx->nranks, pos = ctx->ring_pos, s = (int)p->st[ST_S];
     size_t c = (size_t)p->st[ST_C], ce = (size_t)p->st[ST_CE], es = a->esize;
     if (p->st[ST_C] >= p->st[ST_K]) return 0;
-    size_t len = zn_p2p_piece_len(a->count, c, ce), off = c * ce;
-    size_t piece = zn_p2p_min(ce, a->count) * es;
+    size_t len = zn_msg_piece_len(a->count, c, ce), off = c * ce;
+    size_t piece = zn_msg_min(ce, a->count) * es;
     char *buf[2] = { p->scratch, (char *)p->scratch + piece };
     /* Step s: send block ring[pos-s-1], receive block ring[pos-s-2]; the last step (s = n-2)
      * receives this rank's own block and reduces it into recvbuf. */
-    int sb = zn_p2p_ring_at(ctx, pos - s - 1), rb = zn_p2p_ring_at(ctx, pos - s - 2);
+    int sb = zn_msg_ring_at(ctx, pos - s - 1), rb = zn_msg_ring_at(ctx, pos - s - 2);
     const void *src =
-        s == 0 ? zn_p2p_at(a->sendbuf, (size_t)sb * a->count + off, es) : buf[(s - 1) & 1];
-    zn_p2p_send(r, zn_p2p_ring_at(ctx, pos + 1), src, len * es);
-    zn_p2p_recv(r, zn_p2p_ring_at(ctx, pos - 1), buf[s & 1], len * es);
-    void *dst = s == n - 2 ? zn_p2p_at(a->recvbuf, off, es) : buf[s & 1];
-    zn_round_reduce2(r, dst, zn_p2p_at(a->sendbuf, (size_t)rb * a->count + off, es), buf[s & 1],
+        s == 0 ? zn_msg_at(a->sendbuf, (size_t)sb * a->count + off, es) : buf[(s - 1) & 1];
+    zn_msg_send(r, zn_msg_ring_at(ctx, pos + 1), src, len * es);
+    zn_msg_recv(r, zn_msg_ring_at(ctx, pos - 1), buf[s & 1], len * es);
+    void *dst = s == n - 2 ? zn_msg_at(a->recvbuf, off, es) : buf[s & 1];
+    zn_round_reduce2(r, dst, zn_msg_at(a->sendbuf, (size_t)rb * a->count + off, es), buf[s & 1],
                      len);
     return advance(p, n - 1);
 }
@@ -202,18 +202,18 @@ static int broadcast_round(struct zn_plan *p, struct zn_round *r)
     size_t es = a->esize;
     int first = d == 0, last = d == n - 1;
     if (i >= (first || last ? k : k + 1)) return 0;
-    int next = zn_p2p_ring_at(ctx, pos + 1), prev = zn_p2p_ring_at(ctx, pos - 1);
+    int next = zn_msg_ring_at(ctx, pos + 1), prev = zn_msg_ring_at(ctx, pos - 1);
     if (first) {
-        size_t len = zn_p2p_piece_len(a->count, i, ce);
-        zn_p2p_send(r, next, zn_p2p_at(a->sendbuf, i * ce, es), len * es);
-        zn_round_copy(r, zn_p2p_at(a->recvbuf, i * ce, es), zn_p2p_at(a->sendbuf, i * ce, es),
+        size_t len = zn_msg_piece_len(a->count, i, ce);
+        zn_msg_send(r, next, zn_msg_at(a->sendbuf, i * ce, es), len * es);
+        zn_round_copy(r, zn_msg_at(a->recvbuf, i * ce, es), zn_msg_at(a->sendbuf, i * ce, es),
                       len * es);
     } else {
-        zn_p2p_recv(r, prev, zn_p2p_at(a->recvbuf, i * ce, es),
-                    zn_p2p_piece_len(a->count, i, ce) * es);
+        zn_msg_recv(r, prev, zn_msg_at(a->recvbuf, i * ce, es),
+                    zn_msg_piece_len(a->count, i, ce) * es);
         if (!last && i >= 1)
-            zn_p2p_send(r, next, zn_p2p_at(a->recvbuf, (i - 1) * ce, es),
-                        zn_p2p_piece_len(a->count, i - 1, ce) * es);
+            zn_msg_send(r, next, zn_msg_at(a->recvbuf, (i - 1) * ce, es),
+                        zn_msg_piece_len(a->count, i - 1, ce) * es);
     }
     p->st[ST_C]++;
     return 1;
@@ -228,26 +228,26 @@ static int reduce_round(struct zn_plan *p, struct zn_round *r)
     const struct zn_coll_args *a = &p->a;
     int n = ctx->nranks, pos = ctx->ring_pos, e = (int)p->st[ST_D];
     size_t i = (size_t)p->st[ST_C], k = (size_t)p->st[ST_K], ce = (size_t)p->st[ST_CE];
-    size_t es = a->esize, piece = zn_p2p_min(ce, a->count) * es;
+    size_t es = a->esize, piece = zn_msg_min(ce, a->count) * es;
     int first = e == 0, root = e == n - 1;
     if (i >= (first || root ? k : k + 1)) return 0;
-    int next = zn_p2p_ring_at(ctx, pos + 1), prev = zn_p2p_ring_at(ctx, pos - 1);
+    int next = zn_msg_ring_at(ctx, pos + 1), prev = zn_msg_ring_at(ctx, pos - 1);
     /* Only middle ranks have two buffers (the first rank has no scratch at all). */
     char *buf[2] = { p->scratch, first || root ? NULL : (char *)p->scratch + piece };
-    size_t len = zn_p2p_piece_len(a->count, i, ce);
+    size_t len = zn_msg_piece_len(a->count, i, ce);
     if (first) {
-        zn_p2p_send(r, next, zn_p2p_at(a->sendbuf, i * ce, es), len * es);
+        zn_msg_send(r, next, zn_msg_at(a->sendbuf, i * ce, es), len * es);
     } else if (root) {
-        zn_p2p_recv(r, prev, buf[0], len * es);
-        zn_round_reduce2(r, zn_p2p_at(a->recvbuf, i * ce, es), zn_p2p_at(a->sendbuf, i * ce, es),
+        zn_msg_recv(r, prev, buf[0], len * es);
+        zn_round_reduce2(r, zn_msg_at(a->recvbuf, i * ce, es), zn_msg_at(a->sendbuf, i * ce, es),
                          buf[0], len);
     } else {
         if (i < k) {
-            zn_p2p_recv(r, prev, buf[i & 1], len * es);
-            zn_round_reduce2(r, buf[i & 1], zn_p2p_at(a->sendbuf, i * ce, es), buf[i & 1], len);
+            zn_msg_recv(r, prev, buf[i & 1], len * es);
+            zn_round_reduce2(r, buf[i & 1], zn_msg_at(a->sendbuf, i * ce, es), buf[i & 1], len);
         }
         if (i >= 1)
-            zn_p2p_send(r, next, buf[(i - 1) & 1], zn_p2p_piece_len(a->count, i - 1, ce) * es);
+            zn_msg_send(r, next, buf[(i - 1) & 1], zn_msg_piece_len(a->count, i - 1, ce) * es);
     }
     p->st[ST_C]++;
     return 1;
@@ -255,7 +255,7 @@ static int reduce_round(struct zn_plan *p, struct zn_round *r)
 
 static int ring_next(struct zn_plan *p, struct zn_round *r)
 {
-    if (p->ctx->nranks == 1) return zn_p2p_next_single(p, r);
+    if (p->ctx->nranks == 1) return zn_msg_next_single(p, r);
     int (*round)(struct zn_plan *, struct zn_round *);
     switch (p->a.coll) {
     case ZN_COLL_ALLREDUCE: round = allreduce_round; break;

@@ -20,20 +20,11 @@ static int direct_supports(const struct zn_algo_ctx *ctx, const struct zn_coll_a
     return ctx->arena != NULL && ctx->nranks >= 2;
 }
 
-/* Blocks of `count` elements a rank's buffer holds per window. */
-static int blocks_per_window(const struct zn_coll_args *a, int n)
-{
-    switch (a->coll) {
-    case ZN_COLL_REDUCESCATTER:
-    case ZN_COLL_ALLTOALL:
-    case ZN_COLL_SCATTER: return n;
-    default: return 1;
-    }
-}
-
+/* Elements per window: a rank's arena buffer holds a window of every block of its input. */
 static size_t window_max(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
-    size_t w = ctx->arena->buf_size / (a->esize * (size_t)blocks_per_window(a, ctx->nranks));
+    size_t w =
+        ctx->arena->buf_size / (a->esize * (size_t)zn_coll_send_blocks(a->coll, ctx->nranks));
     return w ? w : 1;
 }
 

@@ -13,12 +13,12 @@
  *            order they finish in, reducing into an accumulator (recvbuf on the root, scratch
  *            elsewhere: a non-root's recvbuf may be NULL), then send it to the parent.
  */
-#include "p2p_util.h"
+#include "msg_util.h"
 
 #include <string.h>
 
 enum {
-    ST_SINGLE, /* zn_p2p_next_single's flag (n == 1) */
+    ST_SINGLE, /* zn_msg_next_single's flag (n == 1) */
     ST_V,      /* position relative to the root */
     ST_ROOTPOS,
     ST_I,     /* broadcast: round; reduce: log2 of the next child's mask */
@@ -33,17 +33,17 @@ static int tree_supports(const struct zn_algo_ctx *ctx, const struct zn_coll_arg
 static double tree_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
     int n = ctx->nranks;
-    if (n == 1) return zn_p2p_cost_single(a);
+    if (n == 1) return zn_msg_cost_single(a);
     size_t bytes = a->count * a->esize;
     double step = zn_cost_msg(ctx, bytes);
     if (a->coll == ZN_COLL_REDUCE) step += 2.0 * (double)bytes / zn_cost.reduce_bw;
-    return zn_p2p_ceil_log2(n) * step;
+    return zn_msg_ceil_log2(n) * step;
 }
 
 /* Lowest set bit of v; for the root, a bit above every child mask. */
 static int low_bit(int v, int n)
 {
-    return v ? (v & -v) : 1 << zn_p2p_ceil_log2(n);
+    return v ? (v & -v) : 1 << zn_msg_ceil_log2(n);
 }
 
 static int nchildren(int v, int n)
@@ -55,7 +55,7 @@ static int nchildren(int v, int n)
 
 static int rel_pos(const struct zn_algo_ctx *ctx, int root)
 {
-    return zn_p2p_mod(ctx->ring_pos - zn_p2p_ring_find(ctx, root), ctx->nranks);
+    return zn_msg_mod(ctx->ring_pos - zn_msg_ring_find(ctx, root), ctx->nranks);
 }
 
 static size_t tree_scratch(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
@@ -72,13 +72,13 @@ static void tree_start(struct zn_plan *p)
 {
     memset(p->st, 0, sizeof(p->st));
     if (p->ctx->nranks == 1) return;
-    p->st[ST_ROOTPOS] = zn_p2p_ring_find(p->ctx, p->a.root);
-    p->st[ST_V] = zn_p2p_mod(p->ctx->ring_pos - p->st[ST_ROOTPOS], p->ctx->nranks);
+    p->st[ST_ROOTPOS] = zn_msg_ring_find(p->ctx, p->a.root);
+    p->st[ST_V] = zn_msg_mod(p->ctx->ring_pos - p->st[ST_ROOTPOS], p->ctx->nranks);
 }
 
 static int peer_of(const struct zn_plan *p, int v)
 {
-    return zn_p2p_ring_at(p->ctx, v + p->st[ST_ROOTPOS]);
+    return zn_msg_ring_at(p->ctx, v + p->st[ST_ROOTPOS]);
 }
 
 static int broadcast_next(struct zn_plan *p, struct zn_round *r)
@@ -88,13 +88,13 @@ static int broadcast_next(struct zn_plan *p, struct zn_round *r)
     size_t bytes = a->count * a->esize;
     int i = (int)p->st[ST_I]++;
     if (v != 0 && i == 0) {
-        zn_p2p_recv(r, peer_of(p, v - low_bit(v, n)), a->recvbuf, bytes);
+        zn_msg_recv(r, peer_of(p, v - low_bit(v, n)), a->recvbuf, bytes);
         return 1;
     }
     if (i > (v != 0)) return 0;
     const void *src = v == 0 ? a->sendbuf : a->recvbuf;
     for (int m = low_bit(v, n) >> 1; m >= 1; m >>= 1)
-        if (v + m < n) zn_p2p_send(r, peer_of(p, v + m), src, bytes);
+        if (v + m < n) zn_msg_send(r, peer_of(p, v + m), src, bytes);
     if (v == 0) zn_round_copy(r, a->recvbuf, a->sendbuf, bytes);
     if (r->nstep) return 1;
     return 0; /* a leaf: nothing to forward */
@@ -113,20 +113,20 @@ static int reduce_next(struct zn_plan *p, struct zn_round *r)
     if (m < low_bit(v, n)) {
         if (v + m >= n) return reduce_next(p, r); /* no such child, nor any larger one */
         char *in = v == 0 ? p->scratch : (char *)p->scratch + bytes;
-        zn_p2p_recv(r, peer_of(p, v + m), in, bytes);
+        zn_msg_recv(r, peer_of(p, v + m), in, bytes);
         zn_round_reduce2(r, acc, first ? a->sendbuf : acc, in, a->count);
         p->st[ST_NRECV]++;
         return 1;
     }
     /* m == low_bit: every child is in, send to the parent (the root is done). */
     if (v == 0) return 0;
-    zn_p2p_send(r, peer_of(p, v - m), first ? a->sendbuf : acc, bytes);
+    zn_msg_send(r, peer_of(p, v - m), first ? a->sendbuf : acc, bytes);
     return 1;
 }
 
 static int tree_next(struct zn_plan *p, struct zn_round *r)
 {
-    if (p->ctx->nranks == 1) return zn_p2p_next_single(p, r);
+    if (p->ctx->nranks == 1) return zn_msg_next_single(p, r);
     if (p->a.coll == ZN_COLL_BROADCAST) return broadcast_next(p, r);
     return reduce_next(p, r);
 }

@@ -104,54 +104,31 @@ static ncclResult_t check_buf(const char *fn, const char *name, const void *p, s
     return ncclSuccess;
 }
 
-enum { NEED_ALL = 0, NEED_ROOT = 1, NEED_NONROOT = 2 };
-
-struct coll_desc {
-    enum zn_coll coll;
-    const char *fn;
-    int reduces;
-    int rooted;
-    int send_need, recv_need; /* which ranks must pass the buffer */
-};
-
-static const struct coll_desc descs[ZN_NCOLLS] = {
-    [ZN_COLL_ALLREDUCE] = { ZN_COLL_ALLREDUCE, "ncclAllReduce", 1, 0, NEED_ALL, NEED_ALL },
-    [ZN_COLL_BROADCAST] = { ZN_COLL_BROADCAST, "ncclBroadcast", 0, 1, NEED_ROOT, NEED_ALL },
-    [ZN_COLL_REDUCE] = { ZN_COLL_REDUCE, "ncclReduce", 1, 1, NEED_ALL, NEED_ROOT },
-    [ZN_COLL_ALLGATHER] = { ZN_COLL_ALLGATHER, "ncclAllGather", 0, 0, NEED_ALL, NEED_ALL },
-    [ZN_COLL_REDUCESCATTER] = { ZN_COLL_REDUCESCATTER, "ncclReduceScatter", 1, 0, NEED_ALL,
-                                NEED_ALL },
-    [ZN_COLL_ALLTOALL] = { ZN_COLL_ALLTOALL, "ncclAlltoAll", 0, 0, NEED_ALL, NEED_ALL },
-    [ZN_COLL_GATHER] = { ZN_COLL_GATHER, "ncclGather", 0, 1, NEED_ALL, NEED_ROOT },
-    [ZN_COLL_SCATTER] = { ZN_COLL_SCATTER, "ncclScatter", 0, 1, NEED_ROOT, NEED_ALL },
-};
-
-static int needs(int need, int rank, int root)
-{
-    return need == NEED_ALL || (need == NEED_ROOT && rank == root);
-}
-
+/* The rows of algo/coll_facts.h say which ranks pass each buffer: a rank that uses none of a
+ * buffer (a broadcast's sendbuff off the root) may pass NULL. */
 static ncclResult_t submit_coll(enum zn_coll coll, const void *sendbuf, void *recvbuf, size_t count,
                                 ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t c,
                                 cudaStream_t stream)
 {
-    const struct coll_desc *d = &descs[coll];
+    const struct zn_coll_facts *f = zn_coll_facts(coll);
+    const char *fn = f->api;
     zn_params();
-    ZN_CHECK(check_comm(c, d->fn, stream));
-    ZN_CHECK(check_type(d->fn, dt));
-    if (d->rooted && (root < 0 || root >= c->nranks))
+    ZN_CHECK(check_comm(c, fn, stream));
+    ZN_CHECK(check_type(fn, dt));
+    if (f->rooted && (root < 0 || root >= c->nranks))
         return fail(zn_error(ncclInvalidArgument, ZN_CALL,
-                             "%s: invalid root %d (communicator has %d ranks)", d->fn, root,
+                             "%s: invalid root %d (communicator has %d ranks)", fn, root,
                              c->nranks));
     size_t es = zn_dtype_size(dt);
     if (count > SIZE_MAX / es / (size_t)c->nranks)
-        return bad_count(d->fn, "the buffers would overflow the address space", count);
-    ZN_CHECK(check_buf(d->fn, "sendbuff", needs(d->send_need, c->rank, root) ? sendbuf : (void *)1,
-                       count));
-    ZN_CHECK(check_buf(d->fn, "recvbuff", needs(d->recv_need, c->rank, root) ? recvbuf : (void *)1,
-                       count));
+        return bad_count(fn, "the buffers would overflow the address space", count);
+    int is_root = c->rank == root;
+    ZN_CHECK(check_buf(fn, "sendbuff",
+                       zn_coll_extent_used(f->send, is_root) ? sendbuf : (const void *)1, count));
+    ZN_CHECK(check_buf(fn, "recvbuff",
+                       zn_coll_extent_used(f->recv, is_root) ? recvbuf : (const void *)1, count));
     struct zn_gop g = { .kind = ZN_GOP_COLL, .comm = c, .stream = (void *)stream };
-    if (d->reduces) ZN_CHECK(map_op(c, d->fn, op, dt, &g.op, &g.scalar_dev));
+    if (f->reduces) ZN_CHECK(map_op(c, fn, op, dt, &g.op, &g.scalar_dev));
     g.a = (struct zn_coll_args){ .coll = coll,
                                  .sendbuf = sendbuf,
                                  .recvbuf = recvbuf,
@@ -159,10 +136,10 @@ static ncclResult_t submit_coll(enum zn_coll coll, const void *sendbuf, void *re
                                  .dtype = dt,
                                  .esize = es,
                                  .op = g.op.red,
-                                 .root = d->rooted ? root : -1 };
+                                 .root = f->rooted ? root : -1 };
     zn_log(ZN_LOG_INFO, ZN_CALL,
-           "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p", d->fn,
-           sendbuf, recvbuf, count, zn_dtype_name(dt), (int)op, root, (void *)c);
+           "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p", fn, sendbuf,
+           recvbuf, count, zn_dtype_name(dt), (int)op, root, (void *)c);
     return zn_group_submit(&g);
 }
 
@@ -226,9 +203,11 @@ ZN_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t c
                        stream);
 }
 
-static ncclResult_t submit_p2p(enum zn_gop_kind kind, const char *fn, void *buf, size_t count,
-                               ncclDataType_t dt, int peer, ncclComm_t c, cudaStream_t stream)
+static ncclResult_t submit_p2p(enum zn_coll coll, void *buf, size_t count, ncclDataType_t dt,
+                               int peer, ncclComm_t c, cudaStream_t stream)
 {
+    const struct zn_coll_facts *f = zn_coll_facts(coll);
+    const char *fn = f->api;
     zn_params();
     ZN_CHECK(check_comm(c, fn, stream));
     ZN_CHECK(check_type(fn, dt));
@@ -239,11 +218,17 @@ static ncclResult_t submit_p2p(enum zn_gop_kind kind, const char *fn, void *buf,
     size_t es = zn_dtype_size(dt);
     if (count > SIZE_MAX / es)
         return bad_count(fn, "the buffer would overflow the address space", count);
-    ZN_CHECK(check_buf(fn, kind == ZN_GOP_SEND ? "sendbuff" : "recvbuff", buf, count));
-    struct zn_gop g = { .kind = kind, .comm = c, .stream = (void *)stream };
-    g.a = (struct zn_coll_args){
-        .sendbuf = buf, .recvbuf = buf, .count = count, .dtype = dt, .esize = es, .root = peer
-    };
+    ZN_CHECK(check_buf(fn, zn_coll_extent_used(f->send, 0) ? "sendbuff" : "recvbuff", buf, count));
+    struct zn_gop g = { .kind = coll == ZN_COLL_SEND ? ZN_GOP_SEND : ZN_GOP_RECV,
+                        .comm = c,
+                        .stream = (void *)stream };
+    g.a = (struct zn_coll_args){ .coll = coll,
+                                 .sendbuf = buf,
+                                 .recvbuf = buf,
+                                 .count = count,
+                                 .dtype = dt,
+                                 .esize = es,
+                                 .peer = peer };
     zn_log(ZN_LOG_INFO, ZN_CALL, "%s: buff %p count %zu datatype %s peer %d comm %p", fn, buf,
            count, zn_dtype_name(dt), peer, (void *)c);
     return zn_group_submit(&g);
@@ -252,12 +237,11 @@ static ncclResult_t submit_p2p(enum zn_gop_kind kind, const char *fn, void *buf,
 ZN_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,
        int peer, ncclComm_t comm, cudaStream_t stream)
 {
-    return submit_p2p(ZN_GOP_SEND, "ncclSend", (void *)sendbuff, count, datatype, peer, comm,
-                      stream);
+    return submit_p2p(ZN_COLL_SEND, (void *)sendbuff, count, datatype, peer, comm, stream);
 }
 
 ZN_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
        ncclComm_t comm, cudaStream_t stream)
 {
-    return submit_p2p(ZN_GOP_RECV, "ncclRecv", recvbuff, count, datatype, peer, comm, stream);
+    return submit_p2p(ZN_COLL_RECV, recvbuff, count, datatype, peer, comm, stream);
 }

@@ -47,7 +47,7 @@ struct ncclComm {
     struct zn_peer_watch *watch;
     int *ring;
     struct zn_algo_ctx actx;
-    struct zn_exec_comm cx;
+    struct zn_exec_comm exec;
     uint64_t comm_hash;
     int nlocal, nhosts;
 

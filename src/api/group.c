@@ -57,7 +57,9 @@ static void comms_enter(struct zn_gop *ops, int n, int delta)
         for (int j = i; j < n; j++) nops += ops[j].comm == c;
         atomic_store_explicit(&c->call_kind, (int)ops[i].kind, memory_order_relaxed);
         atomic_store_explicit(&c->call_coll, (int)ops[i].a.coll, memory_order_relaxed);
-        atomic_store_explicit(&c->call_peer, ops[i].a.root, memory_order_relaxed);
+        atomic_store_explicit(&c->call_peer,
+                              ops[i].kind == ZN_GOP_COLL ? ops[i].a.root : ops[i].a.peer,
+                              memory_order_relaxed);
         atomic_store_explicit(&c->call_count, ops[i].a.count, memory_order_relaxed);
         atomic_store_explicit(&c->call_nops, nops, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->ncalls, (unsigned long long)nops, memory_order_relaxed);
@@ -86,7 +88,7 @@ static ncclResult_t run_ops(struct zn_gop *ops, int n)
         t->kind = ops[i].kind == ZN_GOP_COLL   ? ZN_TASK_COLL
                   : ops[i].kind == ZN_GOP_SEND ? ZN_TASK_SEND
                                                : ZN_TASK_RECV;
-        t->cx = &ops[i].comm->cx;
+        t->ecomm = &ops[i].comm->exec;
         t->a = ops[i].a;
         t->op = ops[i].op;
         /* Collectives of one communicator run in call order. */
@@ -412,7 +414,7 @@ ZN_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo)
             continue;
         if (op->kind == ZN_GOP_COLL) {
             const struct zn_algo *a =
-                zn_algo_select(&op->comm->actx, &op->a, op->comm->cx.force_algo);
+                zn_algo_select(&op->comm->actx, &op->a, op->comm->exec.force_algo);
             if (a) us += a->cost(&op->comm->actx, &op->a);
         } else {
             us += zn_cost_msg(&op->comm->actx, op->a.count * op->a.esize);

@@ -532,14 +532,14 @@ static void fill_views(struct ncclComm *c)
     c->actx.arena = c->arena;
     c->actx.chunk_size = p->chunk_size > 0 ? (size_t)p->chunk_size : 512 * 1024;
     c->actx.shm_transport = zn_conns_uses_shm(c->conns);
-    c->cx = (struct zn_exec_comm){ .tctx = &c->tctx,
-                                   .conns = c->conns,
-                                   .arena = c->arena,
-                                   .watch = c->watch,
-                                   .actx = &c->actx,
-                                   .abort_flag = &c->abort_flag,
-                                   .force_algo = *p->algo ? p->algo : NULL,
-                                   .nlocal = c->nlocal };
+    c->exec = (struct zn_exec_comm){ .tctx = &c->tctx,
+                                     .conns = c->conns,
+                                     .arena = c->arena,
+                                     .watch = c->watch,
+                                     .actx = &c->actx,
+                                     .abort_flag = &c->abort_flag,
+                                     .force_algo = *p->algo ? p->algo : NULL,
+                                     .nlocal = c->nlocal };
 }
 
 /* Where init spends its time (logged at INFO): the phases of zn_comm_setup in order. */
@@ -612,7 +612,7 @@ ncclResult_t zn_comm_setup(struct ncclComm *c, struct zn_join *j)
     ZN_CHECK_GOTO(zn_peer_watch_create(&c->tctx, &c->watch), res, fail);
     fill_views(c);
     if (c->kind == ZN_COMM_CUDA && c->staged)
-        ZN_CHECK_GOTO(zn_stage_create(&c->cx, c->cuda_dev, &c->cuda.stage), res, fail);
+        ZN_CHECK_GOTO(zn_stage_create(&c->exec, c->cuda_dev, &c->cuda.stage), res, fail);
     phase_mark(&pc, PH_WATCH);
     /* Nobody starts a collective before every rank finished its setup. */
     ZN_CHECK_GOTO(zn_boot_barrier(c->boot), res, fail);
@@ -706,7 +706,7 @@ void zn_comm_free(struct ncclComm *c)
     zn_peer_watch_destroy(c->watch);
     if (c->arena) zn_transport_collmem(&zn_transport_shm)->destroy(c->arena);
     zn_conns_destroy(c->conns);
-    zn_exec_comm_fini(&c->cx);
+    zn_exec_comm_fini(&c->exec);
     zn_boot_destroy(c->boot);
     free(c->peers);
     free(c->ring);

@@ -12,48 +12,27 @@
 #if ZINC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-static const int dev_coll[ZN_NCOLLS] = {
-    [ZN_COLL_ALLREDUCE] = ZN_DEV_ALLREDUCE,
-    [ZN_COLL_BROADCAST] = ZN_DEV_BROADCAST,
-    [ZN_COLL_REDUCE] = ZN_DEV_REDUCE,
-    [ZN_COLL_ALLGATHER] = ZN_DEV_ALLGATHER,
-    [ZN_COLL_REDUCESCATTER] = ZN_DEV_REDUCESCATTER,
-    [ZN_COLL_ALLTOALL] = ZN_DEV_ALLTOALL,
-    [ZN_COLL_GATHER] = ZN_DEV_GATHER,
-    [ZN_COLL_SCATTER] = ZN_DEV_SCATTER,
-};
-
-static int reduces(enum zn_coll c)
-{
-    return c == ZN_COLL_ALLREDUCE || c == ZN_COLL_REDUCE || c == ZN_COLL_REDUCESCATTER;
-}
-
 /* Registered buffers (NCCL's contract: then every rank's are) that a zero-copy kernel would
- * touch: allreduce needs both; the collectives that store into their destinations (allgather,
- * alltoall, broadcast, scatter) the receive buffers; those that read the peers' inputs
- * (reducescatter, reduce, gather) the send buffers. 1 if every one it needs is registered. */
-static int zc_regs(const struct zn_cuda_ctx *cx, const struct zn_coll_args *a, size_t bytes,
+ * touch (zn_gpu_zc_buffers), each looked up at the size of the largest rank's buffer. 1 if
+ * every one it needs is registered. */
+static int zc_regs(const struct zn_cuda_ctx *cuda, const struct zn_coll_args *a, size_t bytes,
                    const struct zn_reg_entry **rs, const struct zn_reg_entry **rr)
 {
-    int coll = a->coll;
-    size_t nb = bytes * (size_t)cx->dev.nranks;
-    int push = coll == ZN_COLL_ALLGATHER || coll == ZN_COLL_ALLTOALL || coll == ZN_COLL_BROADCAST ||
-               coll == ZN_COLL_SCATTER;
-    int both = coll == ZN_COLL_ALLREDUCE;
-    size_t sb = coll == ZN_COLL_REDUCESCATTER ? nb : bytes;
-    size_t rb = coll == ZN_COLL_ALLGATHER || coll == ZN_COLL_ALLTOALL ? nb : bytes;
+    int n = cuda->dev.nranks, need = zn_gpu_zc_buffers(a->coll);
+    size_t sb = bytes * (size_t)zn_coll_send_blocks(a->coll, n);
+    size_t rb = bytes * (size_t)zn_coll_recv_blocks(a->coll, n);
     *rs = *rr = NULL;
-    if ((both || !push) && !(*rs = zn_reg_find(cx->regs, a->sendbuf, sb))) return 0;
-    if ((both || push) && !(*rr = zn_reg_find(cx->regs, a->recvbuf, rb))) return 0;
+    if ((need & ZN_GPU_ZC_SEND) && !(*rs = zn_reg_find(cuda->regs, a->sendbuf, sb))) return 0;
+    if ((need & ZN_GPU_ZC_RECV) && !(*rr = zn_reg_find(cuda->regs, a->recvbuf, rb))) return 0;
     return 1;
 }
 
 /* Point a zero-copy kernel at where each peer sees the buffers it touches. */
-static void zc_pack(const struct zn_cuda_ctx *cx, const struct zn_coll_args *a,
+static void zc_pack(const struct zn_cuda_ctx *cuda, const struct zn_coll_args *a,
                     const struct zn_reg_entry *rs, const struct zn_reg_entry *rr,
                     struct zn_dev_coll_args *k)
 {
-    for (int q = 0; q < cx->dev.nranks; q++) {
+    for (int q = 0; q < cuda->dev.nranks; q++) {
         if (rs)
             k->zc_send[q] = (uint64_t)((uintptr_t)rs->peer[q] + ((uintptr_t)a->sendbuf - rs->base));
         if (rr)
@@ -62,23 +41,23 @@ static void zc_pack(const struct zn_cuda_ctx *cx, const struct zn_coll_args *a,
 }
 
 /* The kernel arguments of o apart from the algorithm and its channels. */
-static void pack_coll(const struct zn_cuda_ctx *cx, const struct zn_cuda_op *o,
+static void pack_coll(const struct zn_cuda_ctx *cuda, const struct zn_cuda_op *o,
                       struct zn_dev_coll_args *k)
 {
     const struct zn_coll_args *a = &o->a;
     memset(k, 0, sizeof(*k));
-    k->comm = cx->dev;
+    k->comm = cuda->dev;
     k->sendbuf = a->sendbuf;
     k->recvbuf = a->recvbuf;
-    k->coll = dev_coll[a->coll];
+    k->coll = zn_coll_facts(a->coll)->dev_coll;
     k->root = a->root;
-    if (reduces(a->coll)) {
+    if (zn_coll_facts(a->coll)->reduces) {
         k->dtype = (int32_t)a->dtype;
         k->count = a->count;
         k->op = (int32_t)o->op.red;
         k->premul = o->op.premul;
         memcpy(&k->scalar, o->op.scalar, sizeof(k->scalar));
-        k->post_div = o->op.post_div ? cx->dev.nranks : 0;
+        k->post_div = o->op.post_div ? cuda->dev.nranks : 0;
         /* ncclScalarDevice: the value is read from device memory when the kernel runs. */
         if (o->scalar_dev) k->scalar_dev = o->scalar_dev;
     } else {
@@ -90,30 +69,30 @@ static void pack_coll(const struct zn_cuda_ctx *cx, const struct zn_cuda_op *o,
 
 /* One collective: the algorithm registry (algo/gpu.h) picks the kernel pattern and channels;
  * this packs its arguments and launches it in the communicator's order. */
-static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op *o)
+static ncclResult_t launch_coll(struct zn_cuda_ctx *cuda, const struct zn_cuda_op *o)
 {
     const struct zn_coll_args *a = &o->a;
     if (a->count == 0) return ncclSuccess;
     struct zn_dev_coll_args k;
-    pack_coll(cx, o, &k);
+    pack_coll(cuda, o, &k);
     size_t bytes = a->count * a->esize;
     const struct zn_reg_entry *rs, *rr;
     struct zn_gpu_call call = { .coll = a->coll,
                                 .bytes = bytes,
                                 .count = a->count,
                                 .esize = a->esize,
-                                .nranks = cx->dev.nranks,
-                                .ring_mode = cx->ring,
-                                .all_fifos = cx->all_fifos,
-                                .net = cx->net,
+                                .nranks = cuda->dev.nranks,
+                                .ring_mode = cuda->ring,
+                                .all_fifos = cuda->all_fifos,
+                                .net = cuda->net,
                                 .premul = k.premul,
                                 .in_place = a->sendbuf == a->recvbuf,
-                                .registered = zc_regs(cx, a, bytes, &rs, &rr),
-                                .max_ch = cx->max_ch,
-                                .chunk = cx->chunk,
-                                .ll_chunk = cx->ll_chunk,
-                                .force_algo = cx->force_algo,
-                                .force_proto = cx->force_proto };
+                                .registered = zc_regs(cuda, a, bytes, &rs, &rr),
+                                .max_ch = cuda->max_ch,
+                                .chunk = cuda->chunk,
+                                .ll_chunk = cuda->ll_chunk,
+                                .force_algo = cuda->force_algo,
+                                .force_proto = cuda->force_proto };
     int nch = 0;
     const struct zn_gpu_algo *g = zn_gpu_algo_select(&call, &nch);
     if (!g)
@@ -121,18 +100,18 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
                         zn_coll_name(a->coll));
     k.algo = g->dev_algo;
     k.nch = nch;
-    if (g->registered) zc_pack(cx, a, rs, rr, &k);
+    if (g->registered) zc_pack(cuda, a, rs, rr, &k);
     zn_log(ZN_LOG_INFO, ZN_TUNE, "%s count %zu type %d: GPU %s, %d channel(s)",
            zn_coll_name(a->coll), a->count, (int)a->dtype, g->label, k.nch);
-    ZN_CHECK(zn_cuda_order(&cx->order, o->stream));
+    ZN_CHECK(zn_cuda_order(&cuda->order, o->stream));
     int e = zn_dev_launch_coll(&k, o->stream);
     if (e)
         return zn_error(ncclUnhandledCudaError, ZN_COLL, "launching the %s kernel failed: %s",
                         zn_coll_name(a->coll), zn_dev_error_string(e));
-    return zn_cuda_note(&cx->order, o->stream);
+    return zn_cuda_note(&cuda->order, o->stream);
 }
 
-/* Channels of one send or receive: one per 32 KB, up to ZINC_GPU_P2P_CHANNELS (64). Spreading
+/* Channels of one send or receive: one per 32 KB, up to ZINC_GPU_P2P_CHANNELS (128). Spreading
  * even a 128 KB message over blocks is what keeps NVLink busy, as for the collectives. Measured
  * on 2 H200 (2026-11-27, procs, zinc / NCCL time): 128 KB 1.01, 2 MB 0.86, 8 MB 0.75, 32 MB
  * 0.83, 128 MB 0.89, 512 MB 1.05; a channel per 128 KB up to 16 was 1.37 at 128 KB and 0.97 at
@@ -140,19 +119,19 @@ static ncclResult_t launch_coll(struct zn_cuda_ctx *cx, const struct zn_cuda_op 
  * passes, more blocks made every block slower, and 16 was the best count.) The two ends of a
  * pair must cut a message alike, so this depends on nothing but its size (the same at both
  * ends) and values every rank agreed on. */
-static int p2p_channels(const struct zn_cuda_ctx *cx, size_t bytes)
+static int p2p_channels(const struct zn_cuda_ctx *cuda, size_t bytes)
 {
     size_t n = (bytes + (32 << 10) - 1) >> 15;
-    return n < 1 ? 1 : n > (size_t)cx->p2p_ch ? cx->p2p_ch : (int)n;
+    return n < 1 ? 1 : n > (size_t)cuda->p2p_ch ? cuda->p2p_ch : (int)n;
 }
 
 /* Sends and receives of the group, fused into one kernel on the first operation's stream;
  * the other streams join it through events. A send to self meets its receive with a copy. */
-static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
+static ncclResult_t launch_p2p(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops, int n)
 {
     struct zn_dev_p2p_args k;
     memset(&k, 0, sizeof(k));
-    k.comm = cx->dev;
+    k.comm = cuda->dev;
     void *stream = NULL;
     int self_recv = 0;
     for (int i = 0; i < n; i++) {
@@ -160,12 +139,12 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, i
         if (o->kind == ZN_CUDA_COLL) continue;
         size_t bytes = o->a.count * o->a.esize;
         if (!stream) stream = o->stream;
-        if (o->a.root == cx->dev.rank) {
+        if (o->a.peer == cuda->dev.rank) {
             if (o->kind == ZN_CUDA_RECV) continue;
             /* Send to self: pair with this rank's next unmatched receive from self. */
             int j = -1;
             for (int m = self_recv; m < n && j < 0; m++)
-                if (ops[m].kind == ZN_CUDA_RECV && ops[m].a.root == cx->dev.rank) j = m;
+                if (ops[m].kind == ZN_CUDA_RECV && ops[m].a.peer == cuda->dev.rank) j = m;
             if (j < 0)
                 return zn_error(ncclInvalidUsage, ZN_COLL,
                                 "ncclSend to self without a matching ncclRecv from self in the "
@@ -188,40 +167,31 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, i
                             "communicator (not supported yet: split the group)",
                             ZN_DEV_MAX_P2P);
         int is_send = o->kind == ZN_CUDA_SEND;
-        int nch = p2p_channels(cx, bytes);
+        int nch = p2p_channels(cuda, bytes);
         k.ops[k.nops++] =
             (struct zn_dev_p2p_op){ .buf = is_send ? (void *)o->a.sendbuf : o->a.recvbuf,
                                     .bytes = bytes,
-                                    .peer = o->a.root,
+                                    .peer = o->a.peer,
                                     .is_send = (int16_t)is_send,
                                     .nch = (int16_t)nch };
         if (nch > k.nch) k.nch = nch;
     }
     if (!k.nops) return ncclSuccess;
-    ZN_CHECK(zn_cuda_order(&cx->order, stream));
+    ZN_CHECK(zn_cuda_order(&cuda->order, stream));
     int e = zn_dev_launch_p2p(&k, stream);
     if (e)
         return zn_error(ncclUnhandledCudaError, ZN_COLL,
                         "launching the send/recv kernel failed: %s", zn_dev_error_string(e));
-    return zn_cuda_note(&cx->order, stream);
+    return zn_cuda_note(&cuda->order, stream);
 }
 
-/* Alltoall, gather and scatter as the send/recv kernel's sends and receives (NCCL's scheme for
- * them): each peer's FIFO moves as fast as that peer takes it, with every slot of it in flight,
- * where the direct pattern waits for every peer's piece per step. Not in-place alltoall (a
- * block would be overwritten while it is still being sent): that one keeps the direct pattern,
- * whose steps read a window of every block before they write any. Returns 0 for those. */
-static int as_p2p(const struct zn_cuda_op *o)
+/* A collective that moves blocks, as the send/recv kernel's sends and receives (NCCL's scheme
+ * for alltoall, gather and scatter; zn_gpu_as_sendrecv says which): the routes of
+ * algo/coll_facts.h say what this rank sends to each peer and where each peer's block lands. */
+static ncclResult_t launch_coll_p2p(struct zn_cuda_ctx *cuda, const struct zn_cuda_op *o)
 {
     const struct zn_coll_args *a = &o->a;
-    return (a->coll == ZN_COLL_ALLTOALL && a->sendbuf != a->recvbuf) || a->coll == ZN_COLL_GATHER ||
-           a->coll == ZN_COLL_SCATTER;
-}
-
-static ncclResult_t launch_coll_p2p(struct zn_cuda_ctx *cx, const struct zn_cuda_op *o)
-{
-    const struct zn_coll_args *a = &o->a;
-    int n = cx->dev.nranks, me = cx->dev.rank, m = 0;
+    int n = cuda->dev.nranks, me = cuda->dev.rank, m = 0;
     size_t blk = a->count * a->esize;
     const uint8_t *in = a->sendbuf;
     uint8_t *out = a->recvbuf;
@@ -229,35 +199,26 @@ static ncclResult_t launch_coll_p2p(struct zn_cuda_ctx *cx, const struct zn_cuda
     if (!ops) return zn_error(ncclSystemError, ZN_COLL, "out of memory");
     for (int j = 0; j < n; j++) {
         /* What this rank sends to j and where what j sends lands (NULL: nothing). */
-        const uint8_t *src = NULL;
-        uint8_t *dst = NULL;
-        switch (a->coll) {
-        case ZN_COLL_ALLTOALL:
-            src = in + (size_t)j * blk;
-            dst = out + (size_t)j * blk;
-            break;
-        case ZN_COLL_GATHER:
-            src = j == a->root ? in : NULL;
-            dst = me == a->root ? out + (size_t)j * blk : NULL;
-            break;
-        default: /* scatter */
-            src = me == a->root ? in + (size_t)j * blk : NULL;
-            dst = j == a->root ? out : NULL;
-            break;
-        }
+        int sblk, dblk;
+        const uint8_t *src =
+            zn_coll_route(a->coll, me, j, a->root, &sblk, &dblk) ? in + (size_t)sblk * blk : NULL;
+        uint8_t *dst =
+            zn_coll_route(a->coll, j, me, a->root, &sblk, &dblk) ? out + (size_t)dblk * blk : NULL;
         if (j == me && src == dst) continue; /* in place: the own block is there */
         struct zn_coll_args p = *a;
-        p.root = j;
+        p.peer = j;
         if (src) {
+            p.coll = ZN_COLL_SEND;
             p.sendbuf = src;
             ops[m++] = (struct zn_cuda_op){ .kind = ZN_CUDA_SEND, .a = p, .stream = o->stream };
         }
         if (dst) {
+            p.coll = ZN_COLL_RECV;
             p.recvbuf = dst;
             ops[m++] = (struct zn_cuda_op){ .kind = ZN_CUDA_RECV, .a = p, .stream = o->stream };
         }
     }
-    ncclResult_t res = launch_p2p(cx, ops, m);
+    ncclResult_t res = launch_p2p(cuda, ops, m);
     free(ops);
     return res;
 }
@@ -265,69 +226,70 @@ static ncclResult_t launch_coll_p2p(struct zn_cuda_ctx *cx, const struct zn_cuda
 /* Ring mode: the collectives with ring kernels run on the GPU, in call order with the staged
  * ones; every send and receive is staged (peers need not be neighbours). Across hosts with
  * every peer's FIFO there (all_fifos), the rest runs as kernels too: alltoall, gather and
- * scatter as the send/recv kernel (as_p2p; in-place alltoall as the direct pattern), each in
- * its place in call order, and the group's sends and receives in one send/recv kernel. */
-static ncclResult_t launch_ring_mode(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
+ * scatter as the send/recv kernel (zn_gpu_as_sendrecv; in-place alltoall as the direct pattern),
+ * each in its place in call order, and the group's sends and receives in one send/recv kernel. */
+static ncclResult_t launch_ring_mode(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops, int n)
 {
     int np2p = 0;
     for (int i = 0; i < n; i++) {
         if (ops[i].kind != ZN_CUDA_COLL)
             np2p++;
-        else if (cx->all_fifos && ops[i].a.count && as_p2p(&ops[i]))
-            ZN_CHECK(launch_coll_p2p(cx, &ops[i]));
-        else if (cx->all_fifos || zn_gpu_ring_on_gpu(ops[i].a.coll))
-            ZN_CHECK(launch_coll(cx, &ops[i]));
+        else if (cuda->all_fifos && ops[i].a.count &&
+                 zn_gpu_as_sendrecv(ops[i].a.coll, ops[i].a.sendbuf == ops[i].a.recvbuf))
+            ZN_CHECK(launch_coll_p2p(cuda, &ops[i]));
+        else if (cuda->all_fifos || zn_gpu_ring_on_gpu(ops[i].a.coll))
+            ZN_CHECK(launch_coll(cuda, &ops[i]));
         else
-            ZN_CHECK(zn_stage_launch(cx->stage, &cx->order, &cx->dev, &ops[i], 1));
+            ZN_CHECK(zn_stage_launch(cuda->stage, &cuda->order, &cuda->dev, &ops[i], 1));
     }
     if (!np2p) return ncclSuccess;
-    if (cx->all_fifos) return launch_p2p(cx, ops, n);
+    if (cuda->all_fifos) return launch_p2p(cuda, ops, n);
     struct zn_cuda_op *p2p = malloc((size_t)np2p * sizeof(*p2p));
     if (!p2p) return zn_error(ncclSystemError, ZN_COLL, "out of memory");
     np2p = 0;
     for (int i = 0; i < n; i++)
         if (ops[i].kind != ZN_CUDA_COLL) p2p[np2p++] = ops[i];
-    ncclResult_t r = zn_stage_launch(cx->stage, &cx->order, &cx->dev, p2p, np2p);
+    ncclResult_t r = zn_stage_launch(cuda->stage, &cuda->order, &cuda->dev, p2p, np2p);
     free(p2p);
     return r;
 }
 
-ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
+ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops, int n)
 {
     int cur = zn_cuda_current_device();
-    if (cur != cx->cuda_dev) ZN_CHECK(zn_cuda_set_device(cx->cuda_dev));
+    if (cur != cuda->cuda_dev) ZN_CHECK(zn_cuda_set_device(cuda->cuda_dev));
     ncclResult_t res = ncclSuccess;
-    if (cx->ring) {
-        res = launch_ring_mode(cx, ops, n);
-    } else if (cx->stage) {
-        res = zn_stage_launch(cx->stage, &cx->order, &cx->dev, ops, n);
+    if (cuda->ring) {
+        res = launch_ring_mode(cuda, ops, n);
+    } else if (cuda->stage) {
+        res = zn_stage_launch(cuda->stage, &cuda->order, &cuda->dev, ops, n);
     } else {
         int has_p2p = 0;
         for (int i = 0; i < n && res == ncclSuccess; i++) {
             if (ops[i].kind == ZN_CUDA_COLL)
-                res = launch_coll(cx, &ops[i]);
+                res = launch_coll(cuda, &ops[i]);
             else
                 has_p2p = 1;
         }
-        if (res == ncclSuccess && has_p2p) res = launch_p2p(cx, ops, n);
+        if (res == ncclSuccess && has_p2p) res = launch_p2p(cuda, ops, n);
     }
-    if (cur >= 0 && cur != cx->cuda_dev) zn_cuda_set_device(cur);
+    if (cur >= 0 && cur != cuda->cuda_dev) zn_cuda_set_device(cur);
     return res;
 }
 
-const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
+const char *zn_cuda_failure(const struct zn_cuda_ctx *cuda)
 {
-    const char *staged = cx->stage ? zn_stage_failure(cx->stage) : NULL;
+    const char *staged = cuda->stage ? zn_stage_failure(cuda->stage) : NULL;
     if (staged) return staged;
-    if (!cx->error_host || *cx->error_host == ZN_DEV_OK) return NULL;
+    if (!cuda->error_host || *cuda->error_host == ZN_DEV_OK) return NULL;
     /* The net engine ends the kernels (abort word) when a net call fails: its reason is the
      * better one. It counts only once a kernel gave up. */
-    const char *net = zn_gpunet_failure(cx->gnet);
+    const char *net = zn_gpunet_failure(cuda->gnet);
     if (net) return net;
-    switch (*cx->error_host) {
+    switch (*cuda->error_host) {
     case ZN_DEV_ABORTED: return "a GPU kernel stopped because the communicator was aborted";
     case ZN_DEV_PEER_GONE: {
-        const char *gone = zn_gpunet_gone(cx->gnet);
+        const char *gone = zn_gpunet_gone(cuda->gnet);
         return gone ? gone
                     : "a GPU kernel waited for a peer on another host that closed its "
                       "connections";
@@ -338,28 +300,28 @@ const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
     }
 }
 
-void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx)
+void zn_cuda_ctx_fini(struct zn_cuda_ctx *cuda)
 {
-    cx->regs = NULL;
-    zn_stage_destroy(cx->stage);
-    cx->stage = NULL;
-    zn_gpunet_destroy(cx->gnet);
-    cx->gnet = NULL;
-    zn_cuda_order_fini(&cx->order);
+    cuda->regs = NULL;
+    zn_stage_destroy(cuda->stage);
+    cuda->stage = NULL;
+    zn_gpunet_destroy(cuda->gnet);
+    cuda->gnet = NULL;
+    zn_cuda_order_fini(&cuda->order);
 }
 
 #else
 
-ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n)
+ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops, int n)
 {
     return zn_error(ncclInvalidUsage, ZN_COLL, "this zinc build has no CUDA support");
 }
 
-const char *zn_cuda_failure(const struct zn_cuda_ctx *cx)
+const char *zn_cuda_failure(const struct zn_cuda_ctx *cuda)
 {
     return NULL;
 }
 
-void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx) {}
+void zn_cuda_ctx_fini(struct zn_cuda_ctx *cuda) {}
 
 #endif

@@ -46,11 +46,11 @@ struct zn_cuda_ctx {
 
 /* Launch every operation of one communicator's share of a group: collectives in call order,
  * then all sends and receives in one fused kernel (or, staged, in one proxy operation). */
-ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cx, struct zn_cuda_op *ops, int n);
+ncclResult_t zn_cuda_launch(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops, int n);
 
 /* A kernel of this communicator gave up (peer gone, deadline, abort): the reason, or NULL. */
-const char *zn_cuda_failure(const struct zn_cuda_ctx *cx);
+const char *zn_cuda_failure(const struct zn_cuda_ctx *cuda);
 
-void zn_cuda_ctx_fini(struct zn_cuda_ctx *cx);
+void zn_cuda_ctx_fini(struct zn_cuda_ctx *cuda);
 
 #endif

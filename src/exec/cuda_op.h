@@ -12,7 +12,7 @@ enum zn_cuda_op_kind { ZN_CUDA_COLL, ZN_CUDA_SEND, ZN_CUDA_RECV };
 
 struct zn_cuda_op {
     enum zn_cuda_op_kind kind;
-    struct zn_coll_args a; /* SEND/RECV: sendbuf/recvbuf, count, dtype, root = peer */
+    struct zn_coll_args a; /* SEND/RECV: sendbuf/recvbuf, count, dtype, peer */
     struct zn_op_desc op;
     const void *scalar_dev; /* PreMulSum with ncclScalarDevice: read by the kernel */
     void *stream;

@@ -73,7 +73,7 @@ static ncclResult_t begin_desc(struct zn_stage *st, struct zn_stage_desc *d)
         t->kind = o->kind == ZN_CUDA_COLL   ? ZN_TASK_COLL
                   : o->kind == ZN_CUDA_SEND ? ZN_TASK_SEND
                                             : ZN_TASK_RECV;
-        t->cx = st->host;
+        t->ecomm = st->host;
         t->a = o->a;
         t->op = o->op;
         if (o->scalar_dev) /* ncclScalarDevice: read now, in stream order */
@@ -162,55 +162,14 @@ void zn_stage_destroy(struct zn_stage *st)
 
 /* --- enqueueing ------------------------------------------------------------------------- */
 
-/* Bytes this rank copies to the host before, and back after, the host operation. */
+/* Bytes this rank copies to the host before, and back after, the host operation: what it
+ * reads from its send buffer and writes to its receive buffer (algo/coll_facts.h). */
 static void io_bytes(const struct zn_cuda_op *o, int rank, int n, size_t *in, size_t *outb)
 {
-    size_t b = o->a.count * o->a.esize, nb = b * (size_t)n;
-    int root = o->a.root == rank;
-    *in = *outb = 0;
-    if (o->kind == ZN_CUDA_SEND) {
-        *in = b;
-        return;
-    }
-    if (o->kind == ZN_CUDA_RECV) {
-        *outb = b;
-        return;
-    }
-    switch (o->a.coll) {
-    case ZN_COLL_ALLREDUCE:
-        *in = b;
-        *outb = b;
-        break;
-    case ZN_COLL_BROADCAST:
-        *in = root ? b : 0;
-        *outb = b;
-        break;
-    case ZN_COLL_REDUCE:
-        *in = b;
-        *outb = root ? b : 0;
-        break;
-    case ZN_COLL_ALLGATHER:
-        *in = b;
-        *outb = nb;
-        break;
-    case ZN_COLL_REDUCESCATTER:
-        *in = nb;
-        *outb = b;
-        break;
-    case ZN_COLL_ALLTOALL:
-        *in = nb;
-        *outb = nb;
-        break;
-    case ZN_COLL_GATHER:
-        *in = b;
-        *outb = root ? nb : 0;
-        break;
-    case ZN_COLL_SCATTER:
-        *in = root ? nb : 0;
-        *outb = b;
-        break;
-    default: break;
-    }
+    const struct zn_coll_args *a = &o->a;
+    int root = zn_coll_facts(a->coll)->rooted && a->root == rank;
+    *in = zn_coll_send_elems(a->coll, a->count, n, root) * a->esize;
+    *outb = zn_coll_recv_elems(a->coll, a->count, n, root) * a->esize;
 }
 
 /* Bytes of one staged buffer of an operation: the larger of its own and its gathered size,

@@ -11,14 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
-void zn_exec_comm_fini(struct zn_exec_comm *cx)
+void zn_exec_comm_fini(struct zn_exec_comm *ecomm)
 {
-    free(cx->scratch);
-    cx->scratch = NULL;
-    cx->scratch_size = 0;
-    while (cx->free_rounds) {
-        struct zn_round_mem *m = cx->free_rounds;
-        cx->free_rounds = m->next;
+    free(ecomm->scratch);
+    ecomm->scratch = NULL;
+    ecomm->scratch_size = 0;
+    while (ecomm->free_rounds) {
+        struct zn_round_mem *m = ecomm->free_rounds;
+        ecomm->free_rounds = m->next;
         free(m);
     }
 }
@@ -26,8 +26,8 @@ void zn_exec_comm_fini(struct zn_exec_comm *cx)
 void zn_task_release(struct zn_task *t)
 {
     if (t->mem) {
-        t->mem->next = t->cx->free_rounds;
-        t->cx->free_rounds = t->mem;
+        t->mem->next = t->ecomm->free_rounds;
+        t->ecomm->free_rounds = t->mem;
         t->mem = NULL;
     }
     free(t->tmp);
@@ -38,12 +38,12 @@ void zn_task_release(struct zn_task *t)
  * the same capacity, so any cached one fits). */
 static ncclResult_t alloc_round(struct zn_task *t)
 {
-    struct zn_exec_comm *cx = t->cx;
-    int n = cx->tctx->nranks;
+    struct zn_exec_comm *ecomm = t->ecomm;
+    int n = ecomm->tctx->nranks;
     size_t cap = (size_t)zn_round_step_capacity(n), scap = (size_t)zn_round_src_capacity(n);
-    struct zn_round_mem *m = cx->free_rounds;
+    struct zn_round_mem *m = ecomm->free_rounds;
     if (m) {
-        cx->free_rounds = m->next;
+        ecomm->free_rounds = m->next;
     } else {
         size_t bytes =
             sizeof(*m) +
@@ -72,9 +72,9 @@ static ncclResult_t alloc_round(struct zn_task *t)
 /* PreMulSum (and avg on floating types): scale this rank's input into a temporary first. */
 static ncclResult_t prescale(struct zn_task *t)
 {
-    /* Only reductions get here: reduce-scatter's input is nranks blocks, the others' one. */
-    size_t bytes = t->a.count * t->a.esize;
-    if (t->a.coll == ZN_COLL_REDUCESCATTER) bytes *= (size_t)t->cx->tctx->nranks;
+    const struct zn_tctx *tc = t->ecomm->tctx;
+    size_t bytes =
+        zn_coll_send_elems(t->a.coll, t->a.count, tc->nranks, tc->rank == t->a.root) * t->a.esize;
     t->tmp = malloc(bytes ? bytes : 1);
     if (!t->tmp)
         return zn_error(ncclSystemError, ZN_COLL, "out of memory for %zu bytes of scaled input",
@@ -86,26 +86,26 @@ static ncclResult_t prescale(struct zn_task *t)
 
 static ncclResult_t start_coll(struct zn_task *t)
 {
-    struct zn_exec_comm *cx = t->cx;
+    struct zn_exec_comm *ecomm = t->ecomm;
     if (t->a.count == 0) {
         t->done = 1;
         return ncclSuccess;
     }
     if (t->op.premul) ZN_CHECK(prescale(t));
-    const struct zn_algo *algo = zn_algo_select(cx->actx, &t->a, cx->force_algo);
+    const struct zn_algo *algo = zn_algo_select(ecomm->actx, &t->a, ecomm->force_algo);
     if (!algo)
         return zn_error(ncclInternalError, ZN_COLL, "no algorithm supports %s on %d ranks",
-                        zn_coll_name(t->a.coll), cx->tctx->nranks);
-    size_t need = algo->scratch(cx->actx, &t->a);
-    if (need > cx->scratch_size) {
-        void *s = realloc(cx->scratch, need);
+                        zn_coll_name(t->a.coll), ecomm->tctx->nranks);
+    size_t need = algo->scratch(ecomm->actx, &t->a);
+    if (need > ecomm->scratch_size) {
+        void *s = realloc(ecomm->scratch, need);
         if (!s) return zn_error(ncclSystemError, ZN_COLL, "out of memory for %zu bytes", need);
-        cx->scratch = s;
-        cx->scratch_size = need;
+        ecomm->scratch = s;
+        ecomm->scratch_size = need;
     }
     ZN_CHECK(alloc_round(t));
     t->plan = (struct zn_plan){
-        .algo = algo, .ctx = cx->actx, .a = t->a, .scratch = cx->scratch, .scratch_size = need
+        .algo = algo, .ctx = ecomm->actx, .a = t->a, .scratch = ecomm->scratch, .scratch_size = need
     };
     algo->start(&t->plan);
     return ncclSuccess;
@@ -128,30 +128,31 @@ static ncclResult_t start_p2p(struct zn_task *t)
     zn_round_reset(r);
     size_t bytes = t->a.count * t->a.esize;
     if (t->kind == ZN_TASK_SEND)
-        zn_round_send(r, t->a.root, t->a.sendbuf, bytes);
+        zn_round_send(r, t->a.peer, t->a.sendbuf, bytes);
     else
-        zn_round_recv(r, t->a.root, t->a.recvbuf, bytes);
+        zn_round_recv(r, t->a.peer, t->a.recvbuf, bytes);
     t->round_active = 1;
     return ncclSuccess;
 }
 
+/* Integer ncclAvg: divide the sums in whatever this rank received. */
 static void finish_coll(struct zn_task *t)
 {
     const struct zn_coll_args *a = &t->a;
-    int n = t->cx->tctx->nranks, me = t->cx->tctx->rank;
-    if (t->op.post_div && (a->coll != ZN_COLL_REDUCE || me == a->root))
-        zn_divide_int(a->dtype, a->recvbuf, a->recvbuf, n, a->count);
+    int n = t->ecomm->tctx->nranks, me = t->ecomm->tctx->rank;
+    size_t out = zn_coll_recv_elems(a->coll, a->count, n, me == a->root);
+    if (t->op.post_div && out) zn_divide_int(a->dtype, a->recvbuf, a->recvbuf, n, out);
     t->done = 1;
 }
 
 static ncclResult_t post_round(struct zn_task *t)
 {
-    struct zn_exec_comm *cx = t->cx;
+    struct zn_exec_comm *ecomm = t->ecomm;
     int ch = t->kind == ZN_TASK_COLL ? ZN_CH_COLL : ZN_CH_P2P;
     for (int i = 0; i < t->round.nstep; i++) {
         struct zn_step *s = &t->round.step[i];
         if (s->kind != ZN_STEP_SEND && s->kind != ZN_STEP_RECV) continue;
-        ZN_CHECK(zn_conns_get(cx->conns, s->peer, ch, &t->conns[i]));
+        ZN_CHECK(zn_conns_get(ecomm->conns, s->peer, ch, &t->conns[i]));
         const struct zn_transport_ops *ops = zn_conn_ops(t->conns[i]);
         if (s->kind == ZN_STEP_SEND)
             ZN_CHECK(ops->isend(t->conns[i], s->src, s->n, &t->reqs[i]));
@@ -165,7 +166,7 @@ static ncclResult_t post_round(struct zn_task *t)
 static ncclResult_t mismatch(struct zn_task *t, int peer)
 {
     char who[128];
-    zn_peer_str(t->cx->tctx, peer, who, sizeof(who));
+    zn_peer_str(t->ecomm->tctx, peer, who, sizeof(who));
     return zn_error(ncclInvalidUsage, ZN_COLL,
                     "%s is running a different collective call than this rank's %s (count %zu, "
                     "type %d, root %d): every rank must make the same calls in the same order",
@@ -184,7 +185,7 @@ static ncclResult_t round_waits_done(struct zn_task *t, int *all, int *progresse
             if (t->reqs[i].state != ZN_REQ_DONE) *all = 0;
         } else if (s->kind == ZN_STEP_WAIT) {
             if (s->value == 0) continue;
-            int rc = zn_arena_ready(t->cx->arena, s->peer, s->ctr, s->value, s->sig);
+            int rc = zn_arena_ready(t->ecomm->arena, s->peer, s->ctr, s->value, s->sig);
             if (rc < 0) return mismatch(t, s->peer);
             if (rc == 0) {
                 *all = 0;
@@ -206,7 +207,7 @@ static void run_local(struct zn_task *t)
         case ZN_STEP_REDUCE:
             zn_reduce_n(t->a.dtype, t->a.op, s->dst, s->srcs, s->nsrc, s->n);
             break;
-        case ZN_STEP_POST: zn_arena_post(t->cx->arena, s->ctr, s->value, s->sig); break;
+        case ZN_STEP_POST: zn_arena_post(t->ecomm->arena, s->ctr, s->value, s->sig); break;
         default: break;
         }
     }
@@ -258,20 +259,18 @@ static int blocking_peer(const struct zn_task *t)
 
 static const char *task_name(const struct zn_task *t)
 {
-    return t->kind == ZN_TASK_SEND   ? "Send"
-           : t->kind == ZN_TASK_RECV ? "Recv"
-                                     : zn_coll_name(t->a.coll);
+    return zn_coll_name(t->a.coll);
 }
 
 /* A task made no progress for a while: find out whether it ever can. */
 static ncclResult_t check_stalled(struct zn_task *t, int64_t now)
 {
-    struct zn_exec_comm *cx = t->cx;
+    struct zn_exec_comm *ecomm = t->ecomm;
     char who[128], msg[600];
-    if (cx->arena && zn_arena_aborted(cx->arena, msg, sizeof(msg)))
+    if (ecomm->arena && zn_arena_aborted(ecomm->arena, msg, sizeof(msg)))
         return zn_error(ncclRemoteError, ZN_COLL, "%s failed: %s", task_name(t), msg);
     int peer = blocking_peer(t);
-    if (peer >= 0 && zn_peer_dead(cx->watch, peer)) {
+    if (peer >= 0 && zn_peer_dead(ecomm->watch, peer)) {
         /* The peer may have delivered everything and exited between our last look and this
          * check. Fail only after one more pass without progress: a dead process writes
          * nothing, so that pass is conclusive. */
@@ -279,13 +278,13 @@ static ncclResult_t check_stalled(struct zn_task *t, int64_t now)
             t->suspect = peer + 1;
             return ncclSuccess;
         }
-        zn_peer_str(cx->tctx, peer, who, sizeof(who));
+        zn_peer_str(ecomm->tctx, peer, who, sizeof(who));
         return zn_error(ncclRemoteError, ZN_COLL,
                         "%s exited or was killed while this rank was in %s", who, task_name(t));
     }
     if (now - t->last_progress > zn_timeout_ns()) {
         if (peer >= 0)
-            zn_peer_str(cx->tctx, peer, who, sizeof(who));
+            zn_peer_str(ecomm->tctx, peer, who, sizeof(who));
         else
             snprintf(who, sizeof(who), "its peers");
         return zn_error(ncclRemoteError, ZN_COLL,
@@ -300,11 +299,11 @@ static ncclResult_t match_self(struct zn_task **tasks, int n)
 {
     for (int i = 0; i < n; i++) {
         struct zn_task *s = tasks[i];
-        if (s->kind != ZN_TASK_SEND || s->a.root != s->cx->tctx->rank) continue;
+        if (s->kind != ZN_TASK_SEND || s->a.peer != s->ecomm->tctx->rank) continue;
         for (int j = 0; j < n && !s->self_match; j++) {
             struct zn_task *r = tasks[j];
-            if (r->kind == ZN_TASK_RECV && r->cx == s->cx && r->a.root == r->cx->tctx->rank &&
-                !r->self_match) {
+            if (r->kind == ZN_TASK_RECV && r->ecomm == s->ecomm &&
+                r->a.peer == r->ecomm->tctx->rank && !r->self_match) {
                 if (r->a.count * r->a.esize != s->a.count * s->a.esize)
                     return zn_error(ncclInvalidUsage, ZN_COLL,
                                     "send to self of %zu bytes but receive from self of %zu "
@@ -317,7 +316,7 @@ static ncclResult_t match_self(struct zn_task **tasks, int n)
     }
     for (int i = 0; i < n; i++) {
         struct zn_task *t = tasks[i];
-        if (t->kind != ZN_TASK_COLL && t->a.root == t->cx->tctx->rank && !t->self_match)
+        if (t->kind != ZN_TASK_COLL && t->a.peer == t->ecomm->tctx->rank && !t->self_match)
             return zn_error(ncclInvalidUsage, ZN_COLL,
                             "ncclSend/ncclRecv to self without the matching ncclRecv/ncclSend "
                             "to self in the same group");
@@ -335,7 +334,7 @@ static int spin_limit(const struct zn_task *t)
     if (p >= 0) return (int)p;
     static long ncpu;
     if (!ncpu) ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-    return t->cx->nlocal > ncpu ? 0 : 1000;
+    return t->ecomm->nlocal > ncpu ? 0 : 1000;
 }
 
 /* A long wait (a slow peer): sleep instead of burning the core. The nap doubles from 50 us up
@@ -347,7 +346,7 @@ static void idle_nap(const struct zn_task *t, int64_t *nap_ns)
 {
     static long ncpu;
     if (!ncpu) ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-    int64_t cap = 25000ll * t->cx->nlocal / ncpu;
+    int64_t cap = 25000ll * t->ecomm->nlocal / ncpu;
     if (cap < 50000) cap = 50000;
     if (cap > 20000000) cap = 20000000;
     *nap_ns = *nap_ns ? *nap_ns * 2 : 50000;
@@ -372,9 +371,9 @@ static ncclResult_t fail_task(struct zn_task *t, ncclResult_t err)
 {
     t->err = err;
     char msg[700];
-    snprintf(msg, sizeof(msg), "rank %d: %s", t->cx->tctx->rank, zn_last_error());
-    if (t->cx->arena) zn_arena_set_abort(t->cx->arena, err, msg);
-    zn_conns_abort(t->cx->conns, msg);
+    snprintf(msg, sizeof(msg), "rank %d: %s", t->ecomm->tctx->rank, zn_last_error());
+    if (t->ecomm->arena) zn_arena_set_abort(t->ecomm->arena, err, msg);
+    zn_conns_abort(t->ecomm->conns, msg);
     return err;
 }
 
@@ -415,7 +414,7 @@ ncclResult_t zn_exec_pass(struct zn_exec_run *r, int *progressed)
     for (int i = 0; i < n; i++) {
         struct zn_task *t = tasks[i];
         if (t->done || (t->dep && !t->dep->done)) continue;
-        if (atomic_load_explicit(t->cx->abort_flag, memory_order_relaxed))
+        if (atomic_load_explicit(t->ecomm->abort_flag, memory_order_relaxed))
             return fail_task(t, zn_error(ncclInvalidUsage, ZN_COLL,
                                          "%s interrupted: the communicator was aborted "
                                          "(ncclCommAbort)",

@@ -44,7 +44,7 @@ struct zn_exec_comm {
     size_t scratch_size;
     struct zn_round_mem *free_rounds;
 };
-void zn_exec_comm_fini(struct zn_exec_comm *cx);
+void zn_exec_comm_fini(struct zn_exec_comm *ecomm);
 
 enum zn_task_kind { ZN_TASK_COLL, ZN_TASK_SEND, ZN_TASK_RECV };
 
@@ -58,8 +58,8 @@ struct zn_op_desc {
 
 struct zn_task {
     enum zn_task_kind kind;
-    struct zn_exec_comm *cx;
-    struct zn_coll_args a; /* for SEND/RECV: sendbuf/recvbuf, count, dtype, root = peer */
+    struct zn_exec_comm *ecomm;
+    struct zn_coll_args a; /* for SEND/RECV: sendbuf/recvbuf, count, dtype, peer */
     struct zn_op_desc op;
     struct zn_task *dep; /* must complete before this one starts */
 
