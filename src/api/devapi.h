@@ -63,6 +63,9 @@ ncclResult_t zn_devgin_create(struct ncclComm *comm, char *res_base, size_t res_
 /* drain: finish the peers' operations first (collective, ncclDevCommDestroy); else stop at
  * once (the communicator is being freed or aborted). */
 void zn_devgin_destroy(struct zn_devgin *g, int drain);
+/* Make every GIN wait of the kernels on this device communicator stop (the engine's error
+ * word), before freeing it without its peers. */
+void zn_devgin_stop_kernels(struct zn_devgin *g);
 
 /* Free the device communicators still alive on comm (destroy, abort). */
 void zn_devcomms_free(struct ncclComm *comm);

@@ -172,6 +172,8 @@ static void devcomm_free(struct zn_devcomm *d, int drain)
     if (d->comm->kind == ZN_COMM_CUDA) {
         int cur = zn_cuda_current_device();
         if (cur != d->comm->cuda_dev) zn_cuda_set_device(d->comm->cuda_dev);
+        /* Freed without its peers (abort): kernels waiting on GIN stop instead of hanging. */
+        if (!drain) zn_devgin_stop_kernels(d->gin);
         zn_cuda_device_sync(); /* no kernel of this rank still uses what is freed below */
         zn_devgin_destroy(d->gin, drain);
         if (d->table) zn_cuda_free(d->table);

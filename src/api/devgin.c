@@ -131,6 +131,14 @@ err_free:
     return res;
 }
 
+void zn_devgin_stop_kernels(struct zn_devgin *g)
+{
+    if (!g) return;
+    struct zincGinProxy *rec = g->host;
+    if (!__atomic_load_n(&rec->error, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&rec->error, (uint32_t)ncclRemoteError, __ATOMIC_RELEASE);
+}
+
 void zn_devgin_destroy(struct zn_devgin *g, int drain)
 {
     if (!g) return;

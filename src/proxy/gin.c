@@ -35,6 +35,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,13 +114,18 @@ static void peer_name(const struct zn_gin *g, int peer, char *buf, size_t len)
     zn_peer_str(&g->tctx, peer, buf, len);
 }
 
-/* The engine failed: record it once, stop the kernels' waits, tell the owner. */
+/* The engine failed (engine thread): record it once, stop the kernels' waits, tell the owner,
+ * and tell the peers' engines why, so that their kernels stop too instead of waiting for
+ * operations this rank will never apply. */
 static void fail(struct zn_gin *g, ncclResult_t res)
 {
     int expected = ncclSuccess;
     if (!atomic_compare_exchange_strong(&g->status, &expected, (int)res)) return;
+    char msg[ZN_ERRMSG_MAX];
+    snprintf(msg, sizeof(msg), "GIN engine of rank %d failed: %s", g->tctx.rank, zn_last_error());
     __atomic_store_n(&g->proxy->error, (uint32_t)res, __ATOMIC_RELEASE);
     if (g->ops->failed) g->ops->failed(g->ctx, res);
+    if (g->tstate) g->tp->abort(g->tstate, msg);
 }
 
 /* ------------------------------------------------------------------------------------------ */
