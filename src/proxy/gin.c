@@ -391,13 +391,15 @@ static int fifo_empty(const struct zn_gin *g)
     return __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != tail + 1;
 }
 
+/* Nothing moved: yield for a while, then nap (20 us, then 50 us at most, since a kernel may
+ * queue a request at any moment and the nap is its latency). */
 static void idle(unsigned *spins)
 {
     if (++*spins < 64) {
         sched_yield();
         return;
     }
-    struct timespec ts = { 0, *spins < 4096 ? 20000 : 200000 };
+    struct timespec ts = { 0, *spins < 4096 ? 20000 : 50000 };
     nanosleep(&ts, NULL);
 }
 
