@@ -2,7 +2,8 @@
  * test_gin: the GIN engine of device communicators (src/proxy/gin.c) between ranks on different
  * "hosts" (ZINC_HOSTID, tests/hosts/hostwrap.sh), with host memory standing in for GPU memory:
  * the requests a kernel would push are pushed from the host (zn_gin_push), windows are
- * malloc'd buffers, the copy is memcpy. Over the net transport on the socket net.
+ * malloc'd buffers, the copy is memcpy. Over the net transport on the socket net, and on the
+ * IB verbs net through the verbs emulation (proxy_gin_ibemu_2x1).
  *
  *   test_gin check   every rank puts to every other rank, interleaved: sizes 0, 1, odd, and
  *                    several net chunks, then 2000 small puts (more than the FIFO holds), each
