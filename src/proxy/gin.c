@@ -29,6 +29,8 @@
  */
 #include "proxy/gin.h"
 
+#include "bootstrap/bootstrap.h"
+
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -425,10 +427,13 @@ static ncclResult_t engine_loop(struct zn_gin *g)
             if (!g->net_peer[r]) continue;
             struct gin_peer *p = &g->peers[r];
             if (closing && !p->bye_sent && fifo_empty(g)) ZN_CHECK(send_bye(g, r));
+            /* Done with this peer (both BYEs through): nothing more moves on the connection,
+             * and the peer may close it at any time now, which progress would report. */
+            if (p->bye_sent && !p->oq && p->rx == RX_BYE) continue;
+            all_done = 0;
             ZN_CHECK(g->tp->progress(p->conn, &progressed));
             retire_sends(g, p, &progressed);
             ZN_CHECK(recv_progress(g, r, &progressed));
-            if (!p->bye_sent || p->oq || p->rx != RX_BYE) all_done = 0;
         }
         if (closing && all_done) return ncclSuccess;
         if (closing && zn_now_ns() > deadline) {
@@ -525,6 +530,11 @@ void zn_gin_destroy(struct zn_gin *g, int drain)
     if (!g) return;
     atomic_store(&g->closing, drain ? 1 : 2);
     if (g->started) pthread_join(g->thread, NULL);
+    /* Close only once every engine is through: a peer still draining with a third rank keeps
+     * its connection to this rank open, and a close it saw would fail it. A failed engine
+     * (its peers were told) does not wait. */
+    if (drain && g->started && atomic_load(&g->status) == ncclSuccess)
+        (void)zn_boot_barrier(g->tctx.boot);
     gin_free(g);
 }
 

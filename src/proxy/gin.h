@@ -52,8 +52,9 @@ struct zn_gin_args {
 ncclResult_t zn_gin_create(const struct zn_gin_args *args, struct zn_gin **out);
 
 /* With drain, collective: serve what is queued, tell every peer that this rank is done, wait
- * until every peer said so (all their operations to this rank are applied), then stop and
- * free; bounded by ZINC_TIMEOUT, and after a failure it only frees. Without drain: stop at once
+ * until every peer said so (all their operations to this rank are applied), wait for every
+ * rank to get there (a bootstrap barrier), then stop and free; bounded by ZINC_TIMEOUT, and
+ * after a failure it only frees. Without drain: stop at once
  * and free (abort, or a communicator freed with device communicators alive). */
 void zn_gin_destroy(struct zn_gin *g, int drain);
 
