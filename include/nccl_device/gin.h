@@ -1,24 +1,33 @@
 /*
  * nccl_device/gin.h -- GPU-initiated networking (GIN) of NCCL 2.28's device API, as zinc
  * serves it: within the LSA team, by the GPU's own loads, stores and system-scope atomics
- * through zinc's p2p mappings.
+ * through zinc's p2p mappings; to a peer outside the LSA team (another host), through a FIFO
+ * in mapped host memory that a host thread of the device communicator serves over zinc's net
+ * transport (nccl_device/gin_proxy.h, src/proxy/gin.c).
  *
  *   put(team, peer, dst, src, bytes, SignalInc/SignalAdd, CounterInc, coop)
- *     the coop's threads copy bytes from this rank's src window into peer's dst window; then
- *     one thread fences (the payload is visible system-wide first) and adds to signal s of
- *     peer; CounterInc then adds one to this rank's counter: the source may be reused.
+ *     LSA peer: the coop's threads copy bytes from this rank's src window into peer's dst
+ *     window; then one thread fences (the payload is visible system-wide first) and adds to
+ *     signal s of peer; CounterInc then adds one to this rank's counter: the source may be
+ *     reused.
+ *     other peer: one thread fences and queues the request; the host engine reads the source,
+ *     raises the counter, and the peer's engine writes the bytes and then adds to the signal.
  *   signal(team, peer, action)          the signal update alone, after a fence
  *   readSignal / waitSignal / shadows   this rank's signals, as peers updated them
- *   flush(coop)                         puts are finished when put returns: a fence
+ *   flush(coop)                         LSA puts are finished when put returns: a fence; queued
+ *                                       requests: wait until the engine took them all
  *
  * Signals and counters are 64-bit words in the device communicator's resource window
  * (ncclDevComm.ginHandles[0] / [1] are this rank's arrays); a peer's signal is the same word
- * of the peer's resource buffer. ncclDevCommCreate fails when GIN is asked for and some rank
- * is outside the caller's LSA team (zinc does not yet carry GIN over its nets).
+ * of the peer's resource buffer. When some rank is outside the LSA team, ginHandles[2] is the
+ * FIFO record, whose netSignals / netCounters hold the engine's share of each signal and
+ * counter: a value as read here is the sum of the two words (a wait stops early, leaving the
+ * value short, if the engine failed: ncclCommGetAsyncError says why).
  */
 #ifndef ZINC_NCCL_DEVICE_GIN_H_
 #define ZINC_NCCL_DEVICE_GIN_H_
 #include "core.h"
+#include "gin_proxy.h"
 #include "ptr.h"
 
 #define NCCL_GIN_PROXY_ENABLE     1
@@ -97,6 +106,107 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
     {
         return (uint64_t *)comm.ginHandles[1];
     }
+    /* The FIFO to the host engine, or NULL when every rank is in the LSA team. */
+    NCCL_DEVICE_INLINE zincGinProxy *_net() const
+    {
+        return (zincGinProxy *)comm.ginHandles[2];
+    }
+    NCCL_DEVICE_INLINE bool _netFailed() const
+    {
+        zincGinProxy *px = _net();
+        return px && *(volatile uint32_t *)&px->error != 0;
+    }
+    /* The engine's share of signal s / counter c (0 without an engine). */
+    NCCL_DEVICE_INLINE uint64_t _netSignal(ncclGinSignal_t s) const
+    {
+        zincGinProxy *px = _net();
+        if (!px) return 0;
+        return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(px->netSignals[s])
+            .load(cuda::memory_order_acquire);
+    }
+    NCCL_DEVICE_INLINE uint64_t _netCounter(ncclGinCounter_t c) const
+    {
+        zincGinProxy *px = _net();
+        if (!px) return 0;
+        return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(px->netCounters[c])
+            .load(cuda::memory_order_acquire);
+    }
+    /* World rank of team member peer, and whether this GPU maps its memory. */
+    NCCL_DEVICE_INLINE int _world(ncclTeam team, int peer) const
+    {
+        return comm.rank + (peer - team.rank) * team.stride;
+    }
+    NCCL_DEVICE_INLINE bool _isLsa(int world) const
+    {
+        int lsa = comm.lsaRank + (world - comm.rank);
+        return lsa >= 0 && lsa < comm.lsaSize;
+    }
+
+    /* One thread: queue r for the host engine (gin_proxy.h's protocol). Everything this thread
+     * stored before, and what the coop stored before its sync, is visible to the engine's
+     * copy: the fence comes first. Gives up if the engine failed. */
+    NCCL_DEVICE_INLINE void _push(zincGinRequest r) const
+    {
+        zincGinProxy *px = _net();
+        __threadfence_system();
+        uint64_t t = atomicAdd((unsigned long long *)px->head, 1ull);
+        uint32_t n = *(volatile uint32_t *)&px->nslots;
+        while (t >= *(volatile uint64_t *)&px->tail + n)
+            if (_netFailed()) return;
+        volatile uint64_t *w = (volatile uint64_t *)(px->slots + t % n);
+        uint64_t const *words = (uint64_t const *)&r;
+        for (int i = 1; i < 8; i++) w[i] = words[i];
+        __threadfence_system();
+        w[0] = t + 1;
+    }
+    NCCL_DEVICE_INLINE void _netRemote(zincGinRequest &r, ncclGin_None) const {}
+    NCCL_DEVICE_INLINE void _netRemote(zincGinRequest &r, ncclGin_SignalInc a) const
+    {
+        r.flags |= ZINC_GIN_F_SIGNAL_INC;
+        r.signal = a.signal;
+    }
+    NCCL_DEVICE_INLINE void _netRemote(zincGinRequest &r, ncclGin_SignalAdd a) const
+    {
+        r.flags |= ZINC_GIN_F_SIGNAL_ADD;
+        r.signal = a.signal;
+        r.signalValue = a.value;
+    }
+    NCCL_DEVICE_INLINE void _netLocal(zincGinRequest &r, ncclGin_None) const {}
+    NCCL_DEVICE_INLINE void _netLocal(zincGinRequest &r, ncclGin_CounterInc a) const
+    {
+        r.flags |= ZINC_GIN_F_COUNTER;
+        r.counter = a.counter;
+    }
+    /* After the coop's stores: one thread queues r with its actions. */
+    template <typename RemoteAction, typename LocalAction, typename Coop>
+    NCCL_DEVICE_INLINE void _netSubmit(zincGinRequest r, RemoteAction ra, LocalAction la,
+                                       Coop coop) const
+    {
+        coop.sync();
+        if (coop.thread_rank() == 0) {
+            _netRemote(r, ra);
+            _netLocal(r, la);
+            _push(r);
+        }
+        coop.sync();
+    }
+    NCCL_DEVICE_INLINE zincGinRequest _request(uint32_t op, int world) const
+    {
+        zincGinRequest r;
+        r.seq = 0;
+        r.op = op;
+        r.peer = world;
+        r.src = 0;
+        r.dstOffset = 0;
+        r.bytes = 0;
+        r.dstWindow = 0;
+        r.flags = 0;
+        r.signal = 0;
+        r.counter = 0;
+        r.signalValue = 0;
+        return r;
+    }
+
     /* Signal s of team member peer, as this GPU maps it. */
     NCCL_DEVICE_INLINE uint64_t *_peerSignal(ncclTeam team, int peer, ncclGinSignal_t s) const
     {
@@ -148,6 +258,16 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
         cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
         cuda::thread_scope expected_scope = cuda::thread_scope_device) const
     {
+        int world = _world(team, peer);
+        if (!_isLsa(world)) {
+            zincGinRequest r = _request(ZINC_GIN_OP_PUT, world);
+            r.src = (uint64_t)(uintptr_t)ncclGetLocalPointer(srcWnd, srcOffset);
+            r.dstOffset = dstOffset;
+            r.bytes = bytes;
+            r.dstWindow = dstWnd->ginOffset4K;
+            _netSubmit(r, remoteAction, localAction, coop);
+            return;
+        }
         char *dst = (char *)ncclGetPeerPointer(dstWnd, dstOffset, team, peer);
         char const *src = (char const *)ncclGetLocalPointer(srcWnd, srcOffset);
         zincGinCopy(coop, dst, src, bytes);
@@ -178,6 +298,16 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
              cuda::thread_scope expected_scope = cuda::thread_scope_device) const
     {
         static_assert(sizeof(T) <= 8, "putValue carries at most 8 bytes");
+        int world = _world(team, peer);
+        if (!_isLsa(world)) {
+            zincGinRequest r = _request(ZINC_GIN_OP_PUT_VALUE, world);
+            memcpy(&r.src, &value, sizeof(T));
+            r.dstOffset = dstOffset;
+            r.bytes = sizeof(T);
+            r.dstWindow = dstWnd->ginOffset4K;
+            _netSubmit(r, remoteAction, ncclGin_None{}, coop);
+            return;
+        }
         if (coop.thread_rank() == 0)
             *(volatile T *)ncclGetPeerPointer(dstWnd, dstOffset, team, peer) = value;
         _complete(team, peer, remoteAction, ncclGin_None{}, coop);
@@ -204,14 +334,27 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
            cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
            cuda::thread_scope expected_scope = cuda::thread_scope_device) const
     {
+        int world = _world(team, peer);
+        if (!_isLsa(world)) {
+            _netSubmit(_request(ZINC_GIN_OP_SIGNAL, world), remoteAction, ncclGin_None{}, coop);
+            return;
+        }
         _complete(team, peer, remoteAction, ncclGin_None{}, coop);
     }
 
-    /* The copies of put() are done when it returns; what remains is ordering. */
+    /* The copies of LSA puts are done when put returns; what remains is ordering. Requests
+     * queued for the engine are done (their sources read) once the engine took them all. */
     template <typename Coop>
     NCCL_DEVICE_INLINE void flush(Coop coop,
                                   cuda::memory_order ord = cuda::memory_order_acquire) const
     {
+        coop.sync();
+        zincGinProxy *px = _net();
+        if (px && coop.thread_rank() == 0) {
+            uint64_t issued = *(volatile uint64_t *)px->head;
+            while (*(volatile uint64_t *)&px->tail < issued && !_netFailed()) {
+            }
+        }
         coop.sync();
         __threadfence_system();
     }
@@ -221,7 +364,7 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
                 cuda::memory_order ord = cuda::memory_order_acquire) const
     {
         cuda::atomic_ref<uint64_t, cuda::thread_scope_device> c(_counters()[counter]);
-        return c.load(ord) & zincGinMask(bits);
+        return (c.load(ord) + _netCounter(counter)) & zincGinMask(bits);
     }
 
     template <typename Coop>
@@ -231,7 +374,8 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
     {
         if (coop.thread_rank() == 0)
             while (!nccl::utility::rollingLessEq<uint64_t>(least, readCounter(counter, bits, ord),
-                                                           bits)) {
+                                                           bits) &&
+                   !_netFailed()) {
             }
         coop.sync();
     }
@@ -251,7 +395,7 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
                cuda::memory_order ord = cuda::memory_order_acquire) const
     {
         cuda::atomic_ref<uint64_t, cuda::thread_scope_system> s(_signals()[signal]);
-        return s.load(ord) & zincGinMask(bits);
+        return (s.load(ord) + _netSignal(signal)) & zincGinMask(bits);
     }
 
     template <typename Coop>
@@ -261,7 +405,8 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
     {
         if (coop.thread_rank() == 0)
             while (!nccl::utility::rollingLessEq<uint64_t>(least & zincGinMask(bits),
-                                                           readSignal(signal, bits, ord), bits)) {
+                                                           readSignal(signal, bits, ord), bits) &&
+                   !_netFailed()) {
             }
         coop.sync();
     }
@@ -288,7 +433,8 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
             uint64_t want = (seen.shadow + (uint64_t)leastDelta) & zincGinMask(bits);
             do {
                 seen.now = readSignal(signal, bits, ord);
-            } while (!nccl::utility::rollingLessEq<uint64_t>(want, seen.now, bits));
+            } while (!nccl::utility::rollingLessEq<uint64_t>(want, seen.now, bits) &&
+                     !_netFailed());
         }
         seen = ncclCoopBcast(coop, seen, 0);
         *before = (Uint)seen.shadow;
@@ -302,12 +448,14 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
     {
         cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(_counters()[counter])
             .store(0, cuda::memory_order_relaxed);
+        if (zincGinProxy *px = _net()) *(volatile uint64_t *)&px->netCounters[counter] = 0;
     }
 
     NCCL_DEVICE_INLINE void resetSignal(ncclGinSignal_t signal) const
     {
         cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(_signals()[signal])
             .store(0, cuda::memory_order_relaxed);
+        if (zincGinProxy *px = _net()) *(volatile uint64_t *)&px->netSignals[signal] = 0;
         _signalShadows[signal] = 0;
     }
 };

@@ -82,6 +82,7 @@ struct ncclComm {
     atomic_int revoked;
     atomic_int boot_abort;
     struct zn_window *windows; /* registered by ncclCommWindowRegister */
+    uint32_t devwin_ids;       /* device windows made so far: the next one's GIN id - 1 */
 
     /* For the state dump (api/dump.c), written by the calling thread around each group of
      * operations, read by the dump thread: the operations issued so far, and the first of the

@@ -43,12 +43,29 @@ ncclResult_t zn_devwin_create(struct ncclComm *comm, void *buf, size_t size, voi
 /* Local: drop the device copy and the peers' mappings (unmap: 0 when the communicator is
  * being freed, where peers may be gone and drop their mappings themselves). */
 void zn_devwin_destroy(struct zn_devwin *w, int unmap);
+/* Where bytes [off, off + len) of comm's window of GIN id `id` (ncclWindow_vidmem.ginOffset4K)
+ * are in this process; an error naming the window and range if there is none. */
+ncclResult_t zn_devwin_gin_target(struct ncclComm *comm, uint32_t id, uint64_t off, uint64_t len,
+                                  void **ptr);
 /* The record whose handle is win, or NULL. */
 struct zn_devwin *zn_devwin_find(const void *win);
 
 /* A copy in device memory of the windows of comm that have a device record, as the chain of
  * ncclDevCommWindowTable that ncclFindWindow searches (one empty table if there are none). */
 ncclResult_t zn_devwin_table(struct ncclComm *comm, void **out);
+
+/* GIN between hosts for one device communicator (devgin.c): the FIFO record in mapped host
+ * memory that kernels reach through ncclDevComm.ginHandles[2], and the engine thread that
+ * serves it (proxy/gin.h). res_base / res_bytes are this rank's resource window. Collective. */
+struct zn_devgin;
+ncclResult_t zn_devgin_create(struct ncclComm *comm, char *res_base, size_t res_bytes, int nsignals,
+                              int ncounters, struct zn_devgin **out, void **dev_record);
+/* drain: finish the peers' operations first (collective, ncclDevCommDestroy); else stop at
+ * once (the communicator is being freed or aborted). */
+void zn_devgin_destroy(struct zn_devgin *g, int drain);
+/* Make every GIN wait of the kernels on this device communicator stop (the engine's error
+ * word), before freeing it without its peers. */
+void zn_devgin_stop_kernels(struct zn_devgin *g);
 
 /* Free the device communicators still alive on comm (destroy, abort). */
 void zn_devcomms_free(struct ncclComm *comm);

@@ -15,11 +15,11 @@
  *   GIN counters      uint64 each, the same way
  *   signal shadows    uint64 per signal (local use only)
  *
- * GIN is served within the LSA team by loads, stores and atomics (nccl_device/gin.h). A device
- * communicator that asks for GIN while some rank is outside the caller's LSA team (several
- * hosts, GPUs that do not all map each other) is refused: zinc does not yet carry GIN
- * requests over its nets. Multicast (lsaMultimem, team multimem) is refused: zinc never
- * uses NVLink multicast.
+ * GIN is served within the LSA team by loads, stores and atomics (nccl_device/gin.h). When GIN
+ * is asked for and some rank is outside the caller's LSA team (several hosts, GPUs that do not
+ * all map each other), the device communicator also gets a FIFO to a host engine that carries
+ * the requests for those ranks over zinc's net transport (devgin.c, proxy/gin.c). Multicast
+ * (lsaMultimem, team multimem) is refused: zinc never uses NVLink multicast.
  */
 #include "devapi.h"
 #include "group.h"
@@ -40,6 +40,7 @@ struct zn_devcomm {
     void *plain;                      /* the arena (LSA team of one) */
     struct ncclWindow_vidmem *reswin; /* device copy of the resource window's record */
     void *table;                      /* device copy of the window tables */
+    struct zn_devgin *gin;            /* GIN to ranks outside the LSA team, or NULL */
     struct zn_devcomm *next;
 };
 
@@ -164,13 +165,17 @@ static void make_plan(const ncclDevCommRequirements_t *r, int lsa_size, struct p
 /* ------------------------------------------------------------------------------------------ */
 /* Create / destroy                                                                            */
 
-static void devcomm_free(struct zn_devcomm *d)
+/* drain: the GIN engine finishes the peers' operations first (collective: destroy). */
+static void devcomm_free(struct zn_devcomm *d, int drain)
 {
     if (!d) return;
     if (d->comm->kind == ZN_COMM_CUDA) {
         int cur = zn_cuda_current_device();
         if (cur != d->comm->cuda_dev) zn_cuda_set_device(d->comm->cuda_dev);
+        /* Freed without its peers (abort): kernels waiting on GIN stop instead of hanging. */
+        if (!drain) zn_devgin_stop_kernels(d->gin);
         zn_cuda_device_sync(); /* no kernel of this rank still uses what is freed below */
+        zn_devgin_destroy(d->gin, drain);
         if (d->table) zn_cuda_free(d->table);
         if (d->reswin) zn_cuda_free(d->reswin);
         if (d->plain) zn_cuda_free(d->plain);
@@ -212,22 +217,14 @@ static ncclResult_t agree(struct ncclComm *comm, ncclResult_t mine, uint64_t uni
 }
 
 /* What this rank can serve; ncclSuccess or an error already logged. Every rank reaches the
- * same answer from the same facts (kind, LSA team, requirements). */
-static ncclResult_t servable(struct ncclComm *comm, const struct plan *p, int lsa_size)
+ * same answer from the same facts (the communicator's kind). */
+static ncclResult_t servable(struct ncclComm *comm)
 {
     if (comm->kind != ZN_COMM_CUDA)
         return zn_error(ncclInvalidUsage, ZN_CALL,
                         "ncclDevCommCreate: comm %p is a host communicator; the device API needs "
                         "a CUDA communicator (one GPU per rank)",
                         (void *)comm);
-    if (p->gin && lsa_size < comm->nranks)
-        return zn_error(ncclInvalidUsage, ZN_CALL,
-                        "ncclDevCommCreate: GIN (ginSignalCount, ginCounterCount, GIN barriers, "
-                        "barrierCount or ginForceEnable) is served by zinc only among ranks whose "
-                        "GPUs map each other's memory; rank %d's LSA team has %d of the %d ranks "
-                        "(ranks on other hosts or GPUs without peer access). Use LSA barriers "
-                        "and pointers, or the collective API",
-                        comm->rank, lsa_size, comm->nranks);
     return ncclSuccess;
 }
 
@@ -260,6 +257,10 @@ static ncclResult_t build(struct ncclComm *comm, const ncclDevCommRequirements_t
     d->reswin = dev;
     ZN_CHECK(zn_cuda_memcpy_htod(d->reswin, &view, sizeof(view)));
     ZN_CHECK(zn_devwin_table(comm, &d->table));
+    void *gin_record = NULL;
+    if (p->gin && lsa_size < comm->nranks)
+        ZN_CHECK(
+            zn_devgin_create(comm, base, bytes, p->nsignals, p->ncounters, &d->gin, &gin_record));
 
     ncclDevComm_t c;
     memset(&c, 0, sizeof(c));
@@ -282,6 +283,7 @@ static ncclResult_t build(struct ncclComm *comm, const ncclDevCommRequirements_t
     c.ginTypes[0] = NCCL_NET_DEVICE_HOST;
     c.ginHandles[0] = base + (size_t)p->signals * UNIT;
     c.ginHandles[1] = base + (size_t)p->counters * UNIT;
+    c.ginHandles[2] = gin_record;
     c.ginSignalBase = 0;
     c.ginSignalCount = reqs->ginSignalCount;
     c.ginCounterBase = 0;
@@ -339,7 +341,7 @@ static ncclResult_t create_call(void *arg, int run)
 out:
     if (d) {
         if (d->comm)
-            devcomm_free(d);
+            devcomm_free(d, 0);
         else
             free(d);
     }
@@ -358,12 +360,8 @@ ZN_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequir
     if (!outDevComm)
         return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommCreate: outDevComm is NULL");
     ZN_CHECK(check_reqs(reqs));
-    int lsa_size, lsa_rank;
-    zn_dev_lsa(comm, &lsa_size, &lsa_rank);
-    struct plan p;
-    make_plan(reqs, lsa_size, &p, 0);
-    /* Host communicators and unservable GIN fail alike on every rank, without a collective. */
-    ZN_CHECK(servable(comm, &p, lsa_size));
+    /* Host communicators fail alike on every rank, without a collective. */
+    ZN_CHECK(servable(comm));
     struct create_call *cc = malloc(sizeof(*cc));
     if (!cc) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
     *cc = (struct create_call){ .comm = comm, .reqs = *reqs, .out = outDevComm };
@@ -394,7 +392,7 @@ ZN_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm_t *d
     zn_cuda_device_sync();
     if (cur >= 0 && cur != comm->cuda_dev) zn_cuda_set_device(cur);
     ncclResult_t res = d->p2p ? zn_boot_barrier(comm->boot) : ncclSuccess;
-    devcomm_free(d);
+    devcomm_free(d, 1);
     return res;
 }
 
@@ -416,7 +414,7 @@ void zn_devcomms_free(struct ncclComm *comm)
     while (mine) {
         struct zn_devcomm *d = mine;
         mine = d->next;
-        devcomm_free(d);
+        devcomm_free(d, 0);
     }
 }
 
@@ -569,8 +567,8 @@ ZN_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommPropertie
     props->nvmlDev = cuda ? comm->cuda_dev : -1;
     props->deviceApiSupport = cuda;
     props->multimemSupport = false;
-    /* GIN is served where the whole communicator is one LSA team (devcomm.c's top). */
-    props->ginType = cuda && lsa_size == comm->nranks ? NCCL_GIN_TYPE_PROXY : NCCL_GIN_TYPE_NONE;
+    /* GIN is served by loads and stores in the LSA team, through the host engine beyond it. */
+    props->ginType = cuda ? NCCL_GIN_TYPE_PROXY : NCCL_GIN_TYPE_NONE;
     props->nLsaTeams = comm->nranks / lsa_size;
     props->hostRmaSupport = false;
     props->railedGinType = NCCL_GIN_TYPE_NONE;

@@ -111,6 +111,9 @@ ncclResult_t zn_devwin_create(struct ncclComm *comm, void *buf, size_t size, voi
                                           .zincMagic = ZINC_DEVICE_WINDOW_MAGIC,
                                           .size = size };
     w->view.lsaPtrs[lsa_rank] = buf;
+    /* The id GIN requests name the window by on every rank: windows are made collectively,
+     * in the same order everywhere (0 is the device communicators' resource window). */
+    w->view.ginOffset4K = ++comm->devwin_ids;
     ncclResult_t res = ncclSuccess;
     int cur = -1;
     if (comm->kind == ZN_COMM_CUDA) {
@@ -167,6 +170,29 @@ struct zn_devwin *zn_devwin_find(const void *win)
     while (w && w->handle != win) w = w->next;
     pthread_mutex_unlock(&devwin_lock);
     return w;
+}
+
+ncclResult_t zn_devwin_gin_target(struct ncclComm *comm, uint32_t id, uint64_t off, uint64_t len,
+                                  void **ptr)
+{
+    pthread_mutex_lock(&devwin_lock);
+    struct zn_devwin *w = devwins;
+    while (w && !(w->comm == comm && w->view.ginOffset4K == id)) w = w->next;
+    size_t size = w ? w->view.size : 0;
+    char *base = w ? w->view.lsaFlatBase : NULL;
+    pthread_mutex_unlock(&devwin_lock);
+    if (!w)
+        return zn_error(ncclInvalidUsage, ZN_CALL,
+                        "GIN: a peer put into window %u of rank %d, which has no such window "
+                        "(deregistered, or registered in another order than on the peer)",
+                        id, comm->rank);
+    if (off > size || len > size - off)
+        return zn_error(ncclInvalidUsage, ZN_CALL,
+                        "GIN: a peer put bytes [%llu, +%llu) into window %u of rank %d, which has "
+                        "%zu bytes",
+                        (unsigned long long)off, (unsigned long long)len, id, comm->rank, size);
+    *ptr = base + off;
+    return ncclSuccess;
 }
 
 static ncclResult_t lookup(ncclWindow_t window, size_t offset, void **outPtr, const char *fn,
