@@ -34,6 +34,8 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/param.h"
+#include "util/thread.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -462,6 +464,11 @@ static void *engine_main(void *arg)
 {
     struct zn_gin *g = arg;
     zn_log_rank = g->tctx.rank;
+    /* Off the core of a main thread that spins in cudaStreamSynchronize, as the proxy's
+     * progress thread (proxy/netops.c): the kernel waits for every request it queues. */
+    char cpus[256];
+    if (zn_thread_spread(zn_params()->proxy_cpus, cpus, sizeof(cpus)) == 0)
+        zn_info(ZN_PROXY, "GIN engine on CPUs %s", cpus);
     ncclResult_t res = engine_loop(g);
     if (res != ncclSuccess) fail(g, res);
     atomic_store(&g->finished, 1);

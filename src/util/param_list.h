@@ -105,5 +105,5 @@ ZN_PARAM(ibverbs_lib,   STR,  "ZINC_IBVERBS_LIB",   NULL,                 "",
 ZN_PARAM(proxy_dump_signal, INT, "ZINC_PROXY_DUMP_SIGNAL", "NCCL_PROXY_DUMP_SIGNAL", "0",
          "signal number that makes the process print its state: every communicator (host ones too: rank, pending operation, peers), the proxy (clients, pending net ops, last progress); 0: off. zinc-info --dump PID sends it")
 ZN_PARAM(proxy_cpus,    STR,  "ZINC_PROXY_CPUS",    NULL,                 "",
-         "CPUs the proxy's progress thread runs on, a list such as 8-15; default: the process's, or every CPU the system allows when the process is bound to one CPU (mpirun --bind-to core): a proxy that serves kernels must not share a core with a main thread spinning in cudaStreamSynchronize")
+         "CPUs the proxy's progress thread and the GIN engine run on, a list such as 8-15; default: the process's, or every CPU the system allows when the process is bound to one CPU (mpirun --bind-to core): a proxy that serves kernels must not share a core with a main thread spinning in cudaStreamSynchronize")
 /* clang-format on */
