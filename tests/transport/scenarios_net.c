@@ -3,7 +3,7 @@
  * connection setup (conformance.c has the list and the harness).
  */
 #include "conformance.h"
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "transport/net.h"
 #include "util/err.h"
 #include "util/param.h"

@@ -17,7 +17,7 @@ namespace zn
 {
 
 __global__ void __launch_bounds__(ZN_DEV_THREADS)
-    p2p_kernel(const __grid_constant__ zn_dev_p2p_args a)
+    sendrecv_kernel(const __grid_constant__ zn_dev_p2p_args a)
 {
     __shared__ Chan s;
     __shared__ uint64_t done[ZN_DEV_MAX_P2P];
@@ -108,6 +108,6 @@ out:
 
 extern "C" int zn_dev_launch_p2p(const struct zn_dev_p2p_args *a, void *stream)
 {
-    zn::p2p_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(*a);
+    zn::sendrecv_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(*a);
     return (int)cudaGetLastError();
 }
