@@ -1,6 +1,6 @@
 /*
  * Conformance scenarios for the net transport only: what reaches its listener and its
- * connection setup (conformance.c has the list and the harness).
+ * connection setup (conformance_test.c has the list and the harness).
  */
 #include "conformance.h"
 #include "net/net_layer.h"
