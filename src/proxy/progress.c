@@ -1,5 +1,5 @@
 /*
- * The proxy's progress thread for net operations (see progress.h).
+ * The proxy's progress thread: net operations in rings, and its clients (see progress.h).
  */
 #include "progress.h"
 #include "util/clock.h"

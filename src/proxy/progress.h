@@ -1,8 +1,9 @@
 /*
- * Net operations driven by the proxy's progress thread. A rank (or a transport on its behalf)
- * posts isend / irecv descriptors on an ncclNet_t connection through a ring it owns; the
- * progress thread issues them, tests them until they complete, and writes each op's status
- * word. Nothing here blocks the poster except zn_proxy_net_wait, which is bounded.
+ * The proxy's progress thread: it drives net operations posted in rings, and the progress
+ * callbacks of its clients (below). A rank (or a transport on its behalf) posts isend / irecv
+ * descriptors on an ncclNet_t connection through a ring it owns; the progress thread issues
+ * them, tests them until they complete, and writes each op's status word. Nothing here blocks
+ * the poster except zn_proxy_net_wait, which is bounded.
  *
  * The ring is single-producer, single-consumer and lock-free: the poster writes slots and
  * publishes head with a release store, the progress thread reads up to head (acquire) and
