@@ -12,7 +12,7 @@
  */
 #include "algo/algo.h"
 #include "algo/gpu.h"
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "zinc-info-cuda.h"
 #include "transport/peer.h"
 #include "transport/transport.h"

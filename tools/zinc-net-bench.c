@@ -9,7 +9,7 @@
  * receives them and times from the first receive of the timed part to the last completion.
  * Prints one line: net, size, iterations and the rate in Gbit/s and GB/s.
  */
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/param.h"

@@ -59,9 +59,9 @@
 /* Net shadows. A peer r on another host has no arena this GPU can map: arena[r] points at a
  * shadow instead, a block of pinned host memory with an arena's control words that the kernels
  * write as if it were the peer's arena (ready[rank][ch], ack[rank][ch]) and that the proxy's
- * GPU net engine (proxy/gpunet.h) reads and carries over the net. What comes from r, the engine
- * stores in the same shadow: ready[r][ch] (written into the own arena for a peer on this host),
- * and ack[r][ch], the count of our slots it took (kernels find both through fifo.cuh's
+ * GPU net engine (proxy/gpu_net_engine.h) reads and carries over the net. What comes from r, the
+ * engine stores in the same shadow: ready[r][ch] (written into the own arena for a peer on this
+ * host), and ack[r][ch], the count of our slots it took (kernels find both through fifo.cuh's
  * inbox()). The slots are not an arena's: ZN_DEV_NET_NBUF per FIFO, for the net's latency and
  * for peers whose kernels do not run at the same time, in a row per direction
  * (zn_dev_net_row_off): the slots this rank sends to r (zn_dev_comm.net_tx) and those r sends
@@ -143,7 +143,8 @@ ZN_DEV_HD static inline size_t zn_dev_net_row_bytes(int nch, size_t slot_bytes)
 
 /* Where a row lives in a net shadow that holds rows (pinned host memory): row 0 what this rank
  * sends, row 1 what it receives, after the control words. A row the net moves to or from GPU
- * memory directly (GPUDirect RDMA, proxy/gpunet.h) is not in the shadow but in device memory. */
+ * memory directly (GPUDirect RDMA, proxy/gpu_net_engine.h) is not in the shadow but in device
+ * memory. */
 ZN_DEV_HD static inline size_t zn_dev_net_slot_off(int row, int ch, int nch, int buf,
                                                    size_t slot_bytes)
 {

@@ -2,7 +2,7 @@
  * The GPU algorithms: which kernel pattern a collective on a GPU communicator runs, and on how
  * many channels. Like the host algorithms (algo.h) every entry has supports() and cost(); the
  * choice is pure (it reads only the call and the communicator's settings), so it is made here
- * and tested without a GPU (tests/unit/test_gpu_select.c), and exec only packs the chosen
+ * and tested without a GPU (tests/unit/gpu_select_test.c), and exec only packs the chosen
  * kernel's arguments and launches it.
  *
  * cost() is not a time: the GPU algorithms have measured crossovers, not a model, and cost()

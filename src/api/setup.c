@@ -5,7 +5,7 @@
 #include "comm.h"
 #include "util/clock.h"
 #include "exec/cuda_stage.h"
-#include "proxy/gpunet.h"
+#include "proxy/gpu_net_engine.h"
 #include "proxy/service.h"
 #include "util/cuda.h"
 #include "util/dump.h"

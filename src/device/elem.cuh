@@ -3,7 +3,7 @@
  * for the host kernels: integers wrap, floating types reduce in float (double for double), NaN
  * results are canonical, max/min propagate NaN and order -0 below +0, narrow types round to
  * nearest even (fp8 saturating). The narrow types use the host's own conversions
- * (abi/codec.h), which were written to match CUDA's (tests/unit/test_codec_gpu.cu compares them
+ * (abi/codec.h), which were written to match CUDA's (tests/unit/codec_gpu_test.cu compares them
  * for every input on a GPU).
  */
 #ifndef ZN_DEVICE_ELEM_CUH

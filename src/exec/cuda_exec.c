@@ -1,7 +1,7 @@
 #include "cuda_exec.h"
 #include "cuda_stage.h"
 #include "algo/gpu.h"
-#include "proxy/gpunet.h"
+#include "proxy/gpu_net_engine.h"
 #include "util/cuda.h"
 #include "util/err.h"
 #include "util/param.h"

@@ -27,7 +27,7 @@ struct zn_cuda_ctx {
     int all_fifos;                 /* ring mode across hosts where every peer's FIFO is there
                                       (mapped, or a net shadow): send/recv, alltoall, gather and
                                       scatter run as kernels, not staged */
-    struct zn_gpunet *gnet;        /* FIFOs between hosts (proxy/gpunet.h), or NULL */
+    struct zn_gpunet *gnet;        /* FIFOs between hosts (proxy/gpu_net_engine.h), or NULL */
     struct zn_dev_comm dev;        /* what kernels get */
     int cuda_dev;                  /* device ordinal in this process */
     volatile uint32_t *error_host; /* host view of dev.error */

@@ -1,5 +1,5 @@
 #include "cuda_stage.h"
-#include "proxy/proxy.h"
+#include "proxy/staging_client.h"
 #include "util/cuda.h"
 #include "util/err.h"
 #include "util/size.h"
@@ -16,8 +16,8 @@
 struct zn_stage {
     struct zn_exec_comm *host; /* the host executor's view of the same communicator */
     int rank, nranks;
-    struct zn_proxy *proxy; /* steps the descriptors (stage_step) when the GPU rings */
-    void *pool;             /* pinned staging of non-captured operations (they run one at a time) */
+    struct zn_staging_client *proxy; /* steps the descriptors (stage_step) when the GPU rings */
+    void *pool; /* pinned staging of non-captured operations (they run one at a time) */
     size_t pool_size;
     void **retired; /* outgrown pools, freed at the end (a queued copy may still use one) */
     int nretired;
@@ -106,10 +106,10 @@ static int stage_step(void *owner, void *desc, int *moved)
     }
     if (r == ncclSuccess) r = zn_exec_pass(&d->run, moved);
     if (r == ncclSuccess && !*moved) r = zn_exec_check(&d->run);
-    if (r == ncclSuccess && d->run.remaining > 0) return ZN_PROXY_RUNNING;
+    if (r == ncclSuccess && d->run.remaining > 0) return ZN_STAGING_RUNNING;
     end_desc(d);
     fail(st, r);
-    return d->persistent ? ZN_PROXY_KEEP : ZN_PROXY_DONE;
+    return d->persistent ? ZN_STAGING_KEEP : ZN_STAGING_DONE;
 }
 
 static void stage_release(void *owner, void *desc)
@@ -120,8 +120,8 @@ static void stage_release(void *owner, void *desc)
     free(d);
 }
 
-static const struct zn_proxy_ops stage_proxy_ops = {
-    .size = sizeof(struct zn_proxy_ops),
+static const struct zn_staging_client_ops stage_proxy_ops = {
+    .size = sizeof(struct zn_staging_client_ops),
     .step = stage_step,
     .release = stage_release,
 };
@@ -133,10 +133,10 @@ ncclResult_t zn_stage_create(struct zn_exec_comm *host, int cuda_dev, struct zn_
     st->host = host;
     st->rank = host->tctx->rank;
     st->nranks = host->tctx->nranks;
-    struct zn_proxy_config cfg = {
+    struct zn_staging_client_config cfg = {
         .ops = &stage_proxy_ops, .owner = st, .cuda_dev = cuda_dev, .rank = st->rank
     };
-    ncclResult_t res = zn_proxy_create(&cfg, &st->proxy);
+    ncclResult_t res = zn_staging_client_create(&cfg, &st->proxy);
     if (res != ncclSuccess) {
         free(st);
         return res;
@@ -153,7 +153,7 @@ const char *zn_stage_failure(const struct zn_stage *st)
 void zn_stage_destroy(struct zn_stage *st)
 {
     if (!st) return;
-    zn_proxy_destroy(st->proxy);
+    zn_staging_client_destroy(st->proxy);
     for (int i = 0; i < st->nretired; i++) zn_cuda_host_free(st->retired[i]);
     free(st->retired);
     zn_cuda_host_free(st->pool);
@@ -192,8 +192,8 @@ static ncclResult_t host_alloc_capturable(void **p, size_t bytes)
 }
 
 /* Stage one descriptor's operations: copies in, doorbell, gate, copies out. Once
- * zn_proxy_post has published d, the proxy thread may run it and free it (the GPU can reach the
- * doorbell before this thread gets past it), so nothing here reads d afterwards. */
+ * zn_staging_client_post has published d, the proxy thread may run it and free it (the GPU can
+ * reach the doorbell before this thread gets past it), so nothing here reads d afterwards. */
 static ncclResult_t stage_ops(struct zn_stage *st, const struct zn_dev_comm *dev,
                               struct zn_stage_desc *d, const struct zn_cuda_op *orig, void *stream,
                               size_t *ins, size_t *outs, uint8_t **staged_out)
@@ -246,9 +246,9 @@ static ncclResult_t stage_ops(struct zn_stage *st, const struct zn_dev_comm *dev
                               "cudaMemcpyAsync to staging"));
     }
     uint64_t id = 0;
-    ZN_CHECK(zn_proxy_post(st->proxy, d, &id));
-    struct zn_dev_doorbell *bell = zn_proxy_bell_dev(st->proxy);
-    uint64_t *seq = zn_proxy_seq_dev(st->proxy);
+    ZN_CHECK(zn_staging_client_post(st->proxy, d, &id));
+    struct zn_dev_doorbell *bell = zn_staging_client_bell_dev(st->proxy);
+    uint64_t *seq = zn_staging_client_seq_dev(st->proxy);
     int e = zn_dev_launch_signal(bell, seq, id, stream);
     if (!e) e = zn_dev_launch_wait(bell, seq, dev, stream);
     if (e)

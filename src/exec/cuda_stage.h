@@ -1,9 +1,10 @@
 /*
  * The staged path of cuda communicators whose GPUs cannot all reach each other (or with
  * ZINC_P2P_DISABLE=1): each operation is copied to pinned host memory in stream order, run by
- * the communicator's proxy thread (proxy/proxy.h) with the host algorithms and transports (shm
- * within a host, sockets between hosts), and copied back, with two one-thread kernels as doorbell
- * and gate (abi/dev_abi.h). Everything stays stream-ordered and can be captured in a graph.
+ * the communicator's proxy thread (proxy/staging_client.h) with the host algorithms and transports
+ * (shm within a host, sockets between hosts), and copied back, with two one-thread kernels as
+ * doorbell and gate (abi/dev_abi.h). Everything stays stream-ordered and can be captured in a
+ * graph.
  */
 #ifndef ZN_EXEC_CUDA_STAGE_H
 #define ZN_EXEC_CUDA_STAGE_H

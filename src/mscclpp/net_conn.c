@@ -45,7 +45,7 @@
  * mapped pinned memory so that kernels' waits see it.
  */
 #include "msc.h"
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "util/clock.h"
 #include "util/cuda.h"
 #include "util/err.h"

@@ -4,12 +4,12 @@
  *
  * It runs on zinc's per-process proxy (src/proxy): mscclppProxyLaunch holds the process's proxy
  * service and attaches the communicator as a client of its progress thread
- * (proxy/netops.h), which calls client_progress on every pass beside the other clients (the
+ * (proxy/progress.h), which calls client_progress on every pass beside the other clients (the
  * GPU net engine of cuda communicators, posted net ops). zn_msc_proxy_progress handles at most
  * one trigger per call and does not wait for peers.
  */
 #include "msc.h"
-#include "proxy/netops.h"
+#include "proxy/progress.h"
 #include "proxy/service.h"
 #include "util/clock.h"
 #include "util/cuda.h"
@@ -20,7 +20,7 @@
 
 struct msc_proxy {
     struct mscclppComm *comm;
-    struct zn_proxy_client client;
+    struct zn_proxy_progress_client client;
     int attached;       /* a client of the progress thread (and holding the proxy) */
     int stopped;        /* an error stopped it: the progress thread skips it */
     int has_net;        /* some connection is IB: progress zinc's nets too */
@@ -211,9 +211,10 @@ ZN_MSC_EXPORT mscclppResult_t mscclppProxyLaunch(mscclppComm_t comm)
             free(p);
             return zn_msc_res(res);
         }
-        p->client =
-            (struct zn_proxy_client){ .progress = client_progress, .dump = client_dump, .arg = p };
-        zn_proxy_client_add(&p->client);
+        p->client = (struct zn_proxy_progress_client){ .progress = client_progress,
+                                                       .dump = client_dump,
+                                                       .arg = p };
+        zn_proxy_progress_add(&p->client);
         p->attached = 1;
     }
     return mscclppSuccess;
@@ -251,7 +252,7 @@ static ncclResult_t proxy_report(struct mscclppComm *c, struct msc_proxy *p)
 static void detach(struct msc_proxy *p)
 {
     if (!p->attached) return;
-    zn_proxy_client_remove(&p->client);
+    zn_proxy_progress_remove(&p->client);
     zn_proxy_release();
     p->attached = 0;
 }

@@ -1,6 +1,6 @@
 /*
- * IB net: the one-sided extension (net.h, struct zn_net_rma_ops), zinc-internal and not part of
- * the ncclNet_t table. A receiver describes memory it registered on its recv comm as a key
+ * IB net: the one-sided extension (net_layer.h, struct zn_net_rma_ops), zinc-internal and not part
+ * of the ncclNet_t table. A receiver describes memory it registered on its recv comm as a key
  * (address, size, rkey) and hands it to the sender by whatever means the caller has; the
  * sender's RDMA writes then land in that memory with nothing posted, polled or tested on the
  * receiving side: its NIC places the data.
@@ -16,7 +16,7 @@
  * signaled; its completion, reaped by test(), means the whole write reached the peer.
  */
 #include "net/ib.h"
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "util/err.h"
 
 #include <string.h>

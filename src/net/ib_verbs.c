@@ -3,7 +3,7 @@
  * selection.
  */
 #include "net/ib.h"
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"

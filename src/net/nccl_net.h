@@ -9,7 +9,7 @@
  *
  * Every struct here must match NCCL's layout byte for byte, since plugins built against NCCL's
  * headers are loaded by zinc and zinc's nets are loaded by NCCL (libnccl-net-zinc.so).
- * tests/net/abi_check.c pins the sizes and member offsets of every version on LP64.
+ * tests/net/net_abi_test.c pins the sizes and member offsets of every version on LP64.
  *
  * What changed between versions (the reason each table exists):
  *   v6   the oldest NCCL 2.28 still loads; int sizes; no device offload.

@@ -14,7 +14,7 @@
  * several have the same signature in all of them; the adapters forward those through the v6
  * view and convert only where versions differ.
  */
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -37,8 +37,8 @@ struct adapt_ctx {
     ncclNetCommConfig_v10_t config;
 };
 
-static ncclResult_t a_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
-                           ncclDebugLogger_t log, ncclProfilerCallback_t prof)
+static ncclResult_t adapt_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
+                               ncclDebugLogger_t log, ncclProfilerCallback_t prof)
 {
     if (!pinit_done) {
         pinit_res = pver == 10 ? P(10)->init(log, prof) : P(6)->init(log);
@@ -52,20 +52,20 @@ static ncclResult_t a_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *co
     return ncclSuccess;
 }
 
-static ncclResult_t a_finalize(void *ctx)
+static ncclResult_t adapt_finalize(void *ctx)
 {
     free(ctx);
     return ncclSuccess;
 }
 
-static ncclResult_t a_devices(int *ndev)
+static ncclResult_t adapt_devices(int *ndev)
 {
     return P(6)->devices(ndev);
 }
 
 /* Older properties are prefixes of the newer ones with a few members inserted (v8:
  * regIsGlobal; v9: forceFlush); members a version lacks get NCCL's defaults for it. */
-static ncclResult_t a_get_properties(int dev, ncclNetProperties_t *out)
+static ncclResult_t adapt_get_properties(int dev, ncclNetProperties_t *out)
 {
     ncclNetProperties_t p = { .netDeviceType = NCCL_NET_DEVICE_HOST,
                               .vProps = { .ndevs = 1, .devs = { dev } },
@@ -105,13 +105,13 @@ static ncclResult_t a_get_properties(int dev, ncclNetProperties_t *out)
     return ncclSuccess;
 }
 
-static ncclResult_t a_listen(void *ctx, int dev, void *handle, void **listen_comm)
+static ncclResult_t adapt_listen(void *ctx, int dev, void *handle, void **listen_comm)
 {
     return P(6)->listen(dev, handle, listen_comm);
 }
 
-static ncclResult_t a_connect(void *ctx, int dev, void *handle, void **send_comm,
-                              ncclNetDeviceHandle_t **dev_comm)
+static ncclResult_t adapt_connect(void *ctx, int dev, void *handle, void **send_comm,
+                                  ncclNetDeviceHandle_t **dev_comm)
 {
     struct adapt_ctx *c = ctx;
     if (pver == 10) return P(10)->connect(dev, &c->config, handle, send_comm, dev_comm);
@@ -119,7 +119,8 @@ static ncclResult_t a_connect(void *ctx, int dev, void *handle, void **send_comm
     return P(6)->connect(dev, handle, send_comm);
 }
 
-static ncclResult_t a_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_t **dev_comm)
+static ncclResult_t adapt_accept(void *listen_comm, void **recv_comm,
+                                 ncclNetDeviceHandle_t **dev_comm)
 {
     if (pver >= 7) return P(7)->accept(listen_comm, recv_comm, dev_comm);
     return P(6)->accept(listen_comm, recv_comm);
@@ -132,26 +133,26 @@ static ncclResult_t too_big(const char *what, size_t size)
                     pver, what, size);
 }
 
-static ncclResult_t a_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+static ncclResult_t adapt_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
     if (pver >= 8) return P(8)->regMr(comm, data, size, type, mhandle);
     if (size > INT_MAX) return too_big("regMr", size);
     return P(6)->regMr(comm, data, (int)size, type, mhandle);
 }
 
-static ncclResult_t a_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
-                                    int fd, void **mhandle)
+static ncclResult_t adapt_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
+                                        uint64_t offset, int fd, void **mhandle)
 {
     return P(6)->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
 }
 
-static ncclResult_t a_dereg_mr(void *comm, void *mhandle)
+static ncclResult_t adapt_dereg_mr(void *comm, void *mhandle)
 {
     return P(6)->deregMr(comm, mhandle);
 }
 
-static ncclResult_t a_isend(void *comm, void *data, size_t size, int tag, void *mhandle,
-                            void *phandle, void **request)
+static ncclResult_t adapt_isend(void *comm, void *data, size_t size, int tag, void *mhandle,
+                                void *phandle, void **request)
 {
     if (pver == 10) return P(10)->isend(comm, data, size, tag, mhandle, phandle, request);
     if (pver == 9) return P(9)->isend(comm, data, size, tag, mhandle, request);
@@ -159,8 +160,8 @@ static ncclResult_t a_isend(void *comm, void *data, size_t size, int tag, void *
     return P(6)->isend(comm, data, (int)size, tag, mhandle, request);
 }
 
-static ncclResult_t a_irecv(void *comm, int n, void **data, size_t *sizes, int *tags,
-                            void **mhandles, void **phandles, void **request)
+static ncclResult_t adapt_irecv(void *comm, int n, void **data, size_t *sizes, int *tags,
+                                void **mhandles, void **phandles, void **request)
 {
     if (pver == 10) return P(10)->irecv(comm, n, data, sizes, tags, mhandles, phandles, request);
     if (pver == 9) return P(9)->irecv(comm, n, data, sizes, tags, mhandles, request);
@@ -175,26 +176,26 @@ static ncclResult_t a_irecv(void *comm, int n, void **data, size_t *sizes, int *
     return P(6)->irecv(comm, n, data, isizes, tags, mhandles, request);
 }
 
-static ncclResult_t a_iflush(void *comm, int n, void **data, int *sizes, void **mhandles,
-                             void **request)
+static ncclResult_t adapt_iflush(void *comm, int n, void **data, int *sizes, void **mhandles,
+                                 void **request)
 {
     return P(6)->iflush(comm, n, data, sizes, mhandles, request);
 }
 
-static ncclResult_t a_test(void *request, int *done, int *sizes)
+static ncclResult_t adapt_test(void *request, int *done, int *sizes)
 {
     return P(6)->test(request, done, sizes);
 }
 
-static ncclResult_t a_close_send(void *comm)
+static ncclResult_t adapt_close_send(void *comm)
 {
     return P(6)->closeSend(comm);
 }
-static ncclResult_t a_close_recv(void *comm)
+static ncclResult_t adapt_close_recv(void *comm)
 {
     return P(6)->closeRecv(comm);
 }
-static ncclResult_t a_close_listen(void *comm)
+static ncclResult_t adapt_close_listen(void *comm)
 {
     return P(6)->closeListen(comm);
 }
@@ -205,52 +206,52 @@ static ncclResult_t missing(const char *what)
                     what);
 }
 
-static ncclResult_t a_get_device_mr(void *comm, void *mhandle, void **dptr)
+static ncclResult_t adapt_get_device_mr(void *comm, void *mhandle, void **dptr)
 {
     if (pver < 7 || !P(7)->getDeviceMr) return missing("getDeviceMr");
     return P(7)->getDeviceMr(comm, mhandle, dptr);
 }
 
-static ncclResult_t a_irecv_consumed(void *comm, int n, void *request)
+static ncclResult_t adapt_irecv_consumed(void *comm, int n, void *request)
 {
     if (pver < 7 || !P(7)->irecvConsumed) return ncclSuccess; /* nothing to release there */
     return P(7)->irecvConsumed(comm, n, request);
 }
 
-static ncclResult_t a_make_vdevice(int *d, ncclNetVDeviceProps_t *props)
+static ncclResult_t adapt_make_vdevice(int *d, ncclNetVDeviceProps_t *props)
 {
     if (pver < 9 || !P(9)->makeVDevice) return missing("makeVDevice (virtual devices)");
     return P(9)->makeVDevice(d, props);
 }
 
-static ncclResult_t a_set_net_attr(void *ctx, ncclNetAttr_t *attr)
+static ncclResult_t adapt_set_net_attr(void *ctx, ncclNetAttr_t *attr)
 {
     return ncclSuccess; /* versions before v11 take no traffic hints */
 }
 
 static ncclNet_t adapter = {
     .name = NULL, /* the plugin's name, set at load */
-    .init = a_init,
-    .devices = a_devices,
-    .getProperties = a_get_properties,
-    .listen = a_listen,
-    .connect = a_connect,
-    .accept = a_accept,
-    .regMr = a_reg_mr,
-    .regMrDmaBuf = a_reg_mr_dmabuf,
-    .deregMr = a_dereg_mr,
-    .isend = a_isend,
-    .irecv = a_irecv,
-    .iflush = a_iflush,
-    .test = a_test,
-    .closeSend = a_close_send,
-    .closeRecv = a_close_recv,
-    .closeListen = a_close_listen,
-    .getDeviceMr = a_get_device_mr,
-    .irecvConsumed = a_irecv_consumed,
-    .makeVDevice = a_make_vdevice,
-    .finalize = a_finalize,
-    .setNetAttr = a_set_net_attr,
+    .init = adapt_init,
+    .devices = adapt_devices,
+    .getProperties = adapt_get_properties,
+    .listen = adapt_listen,
+    .connect = adapt_connect,
+    .accept = adapt_accept,
+    .regMr = adapt_reg_mr,
+    .regMrDmaBuf = adapt_reg_mr_dmabuf,
+    .deregMr = adapt_dereg_mr,
+    .isend = adapt_isend,
+    .irecv = adapt_irecv,
+    .iflush = adapt_iflush,
+    .test = adapt_test,
+    .closeSend = adapt_close_send,
+    .closeRecv = adapt_close_recv,
+    .closeListen = adapt_close_listen,
+    .getDeviceMr = adapt_get_device_mr,
+    .irecvConsumed = adapt_irecv_consumed,
+    .makeVDevice = adapt_make_vdevice,
+    .finalize = adapt_finalize,
+    .setNetAttr = adapt_set_net_attr,
 };
 
 /* dlopen the library NCCL_NET_PLUGIN names; NULL (with one message) if there is none. */

@@ -4,7 +4,7 @@
  * it does not use are remembered with the reason, which is logged here once (at INFO for a net
  * without devices, as a warning for a failed init) and listed by `zinc-info nets`.
  */
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"

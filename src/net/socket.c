@@ -6,7 +6,7 @@
  * One device: the interface util/sock.c picks from ZINC_SOCKET_IFNAME / ZINC_SOCKET_FAMILY, the
  * same one bootstrap uses, so a net connection and the rendezvous take the same path.
  */
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "net/socket_internal.h"
 #include "util/clock.h"
 #include "util/err.h"

@@ -5,8 +5,8 @@
  * transport registers by request type.
  */
 #include "service.h"
-#include "netops.h"
-#include "proxy.h"
+#include "progress.h"
+#include "staging_client.h"
 #include "transport/peer.h"
 #include "util/clock.h"
 #include "util/dump.h"
@@ -397,19 +397,19 @@ static ncclResult_t start_locked(void)
                        a.sun_path + 1, strerror(errno));
         goto err_close;
     }
-    ZN_CHECK_GOTO(zn_proxy_netops_start(), res, err_close);
+    ZN_CHECK_GOTO(zn_proxy_progress_start(), res, err_close);
     atomic_store(&svc.stop, 0);
     svc.started_ns = zn_now_ns();
     svc.owner = getpid();
     if (pthread_create(&svc.thread, NULL, service_main, NULL) != 0) {
         res = zn_error(ncclSystemError, ZN_PROXY, "proxy: cannot start the service thread");
-        goto err_netops;
+        goto err_progress;
     }
     zn_dump_add(request_dump, NULL);
     zn_info(ZN_PROXY, "proxy: service on @%s", a.sun_path + 1);
     return ncclSuccess;
-err_netops:
-    zn_proxy_netops_stop();
+err_progress:
+    zn_proxy_progress_stop();
 err_close:
     if (svc.lfd >= 0) close(svc.lfd);
     close(svc.wake[0]);
@@ -448,7 +448,7 @@ void zn_proxy_release(void)
         if (write(svc.wake[1], &b, 1) < 0) { /* the 200 ms poll sees stop anyway */
         }
         pthread_join(svc.thread, NULL);
-        zn_proxy_netops_stop();
+        zn_proxy_progress_stop();
         close(svc.lfd);
         close(svc.wake[0]);
         close(svc.wake[1]);
@@ -568,5 +568,5 @@ void zn_proxy_dump(void)
         zn_warn(ZN_PROXY, "proxy dump:  serves type %d for rank %d of communicator %016llx",
                 svc.h[i].type, svc.h[i].rank, (unsigned long long)svc.h[i].comm);
     pthread_mutex_unlock(&svc.hlock);
-    zn_proxy_netops_dump(); /* the rings and every client: GPU net engines, staging */
+    zn_proxy_progress_dump(); /* the rings and every client: GPU net engines, staging */
 }

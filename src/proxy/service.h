@@ -1,7 +1,7 @@
 /*
  * The proxy of a process: one service thread that answers local ranks' requests on a Unix
  * socket (service.c), and one progress thread that drives net transfers posted by the ranks
- * (netops.c). Both start with the first communicator that needs them and stop when the last one
+ * (progress.c). Both start with the first communicator that needs them and stop when the last one
  * lets go (zn_proxy_acquire / zn_proxy_release, refcounted and thread-safe).
  *
  * The socket is in the abstract namespace (nothing to clean up if the process dies), named

@@ -5,7 +5,7 @@
 #ifndef ZN_TRANSPORT_NET_H
 #define ZN_TRANSPORT_NET_H
 
-#include "net/net.h"
+#include "net/net_layer.h"
 
 /* The net that zn_transport_net.init chose for this state. */
 const struct zn_net *zn_net_transport_net(void *state);

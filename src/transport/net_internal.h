@@ -30,7 +30,7 @@
 #ifndef ZN_TRANSPORT_NET_INTERNAL_H
 #define ZN_TRANSPORT_NET_INTERNAL_H
 
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "transport.h"
 #include "util/err.h"
 

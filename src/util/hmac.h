@@ -1,7 +1,7 @@
 /*
  * SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104): the keyed hash with which a connection
  * proves that it knows the job secret without sending it (bootstrap/auth.c, the nets'
- * handshakes). Written for zinc; tests/unit/test_util.c checks them against the FIPS 180-2
+ * handshakes). Written for zinc; tests/unit/util_test.c checks them against the FIPS 180-2
  * examples and RFC 4231's test cases.
  */
 #ifndef ZN_UTIL_HMAC_H

@@ -2,7 +2,7 @@
  * facts.h -- what the ABI test's translation units report about one nccl.h.
  *
  * A fact is a name ("sizeof(ncclConfig_t)", "ncclAllReduce.type") and its value as text. Each
- * collector is compiled against one header, in one language, and fills a list; abi_check.c
+ * collector is compiled against one header, in one language, and fills a list; nccl_h_abi_test.c
  * compares the lists of the reference header and of zinc's header name by name. Values are
  * text so that integers, floats, mangled type names and "MISSING" compare the same way.
  */

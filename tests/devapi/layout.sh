@@ -1,5 +1,5 @@
 #!/bin/sh
-# devapi_layout: the layouts printed by layout.cc built against the reference headers and
+# devapi_layout: the layouts printed by layout_test.cc built against the reference headers and
 # against zinc's must be identical. Usage: layout.sh REF_PROGRAM ZINC_PROGRAM
 set -eu
 [ -x "$1" ] || { echo "SKIP: no reference nccl_device.h to compare with"; exit 77; }

@@ -16,7 +16,7 @@
  *              acknowledgement (the emulation holds acknowledgements back 300 ms): the send
  *              completes; it must not fail because the peer hung up first
  *   portdown, qpfatal  an async event (port down, QP fatal) fails the connection it touches
- *   rma        the one-sided extension (net.h, zn_net_ib_rma): the receiver hands out keys of
+ *   rma        the one-sided extension (net_layer.h, zn_net_ib_rma): the receiver hands out keys of
  *              its registrations and then only watches memory; the sender's writes land (1 MB
  *              and many small ones), a flag written after data is seen only after it (two QPs
  *              per connection), and writes outside the keyed range are refused
@@ -24,7 +24,7 @@
  *              hangup) naming the peer; check() sees the peer gone
  */
 #include "net/ib.h"
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "test_fabric.h"
 #include "util/log.h"
 #include "util/err.h"

@@ -1,7 +1,7 @@
 /*
  * The net conformance suite: what any ncclNet_t (v11 view) must do, driven only through its
- * table. conf_socket.c runs it on zinc's socket net from the registry, conf_plugin.c on nets
- * loaded from plugins (libnccl-net-zinc.so, and the counting plugin in count_plugin.c).
+ * table. conf_socket_test.c runs it on zinc's socket net from the registry, conf_plugin_test.c on
+ * nets loaded from plugins (libnccl-net-zinc.so, and the counting plugin in count_plugin.c).
  */
 #ifndef ZN_TESTS_NET_CONFORMANCE_H
 #define ZN_TESTS_NET_CONFORMANCE_H

@@ -1,7 +1,7 @@
 /*
  * The transport conformance suite's shared declarations: the per-rank environment, the
  * driver loop over a transport's ops table, payload patterns and the scenarios
- * (conformance.c has the overview).
+ * (conformance_test.c has the overview).
  */
 #ifndef ZN_TESTS_TRANSPORT_CONFORMANCE_H
 #define ZN_TESTS_TRANSPORT_CONFORMANCE_H

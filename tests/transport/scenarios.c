@@ -1,5 +1,5 @@
 /*
- * The transport conformance scenarios that every transport must pass (conformance.c has the
+ * The transport conformance scenarios that every transport must pass (conformance_test.c has the
  * list and the harness).
  */
 #include "conformance.h"

@@ -1,6 +1,6 @@
 /*
- * Conformance scenarios for the proxy's GPU net engine (src/proxy/gpunet.h), run without a GPU:
- * host code in each rank stands in for the kernels (a test double of fifo.cuh's reserve /
+ * Conformance scenarios for the proxy's GPU net engine (src/proxy/gpu_net_engine.h), run without a
+ * GPU: host code in each rank stands in for the kernels (a test double of fifo.cuh's reserve /
  * commit / consume / release on the net shadows, written here from the layout in
  * abi/dev_abi.h), and the shadows are plain memory (the engine's shadow_alloc hook), as are the
  * rows that GPUDirect RDMA would put in device memory (gdr_alloc: the engine registers them with
@@ -13,8 +13,8 @@
  */
 #include "conformance.h"
 #include "abi/dev_abi.h"
-#include "proxy/gpunet.h"
-#include "net/net.h"
+#include "proxy/gpu_net_engine.h"
+#include "net/net_layer.h"
 #include "proxy/service.h"
 #include "util/param.h"
 

@@ -1,9 +1,9 @@
 /*
  * Conformance scenarios for the net transport only: what reaches its listener and its
- * connection setup (conformance.c has the list and the harness).
+ * connection setup (conformance_test.c has the list and the harness).
  */
 #include "conformance.h"
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "transport/net.h"
 #include "util/err.h"
 #include "util/param.h"

@@ -19,7 +19,7 @@
  *
  * This file is not part of libnccl.so (CMakeLists.txt builds it into the plugin only).
  */
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -46,25 +46,25 @@ static ncclResult_t check_usable(void)
                     unusable);
 }
 
-static ncclResult_t e_init_v10(ncclDebugLogger_t log, ncclProfilerCallback_t prof)
+static ncclResult_t export_init_v10(ncclDebugLogger_t log, ncclProfilerCallback_t prof)
 {
     if (gctx) return ncclSuccess;
     ZN_CHECK(check_usable());
     return net->init(&gctx, 0, NULL, log, prof);
 }
-static ncclResult_t e_init(ncclDebugLogger_t log)
+static ncclResult_t export_init(ncclDebugLogger_t log)
 {
-    return e_init_v10(log, NULL);
+    return export_init_v10(log, NULL);
 }
 
-static ncclResult_t e_props_v9(int dev, ncclNetProperties_v9_t *out)
+static ncclResult_t export_props_v9(int dev, ncclNetProperties_v9_t *out)
 {
     ncclNetProperties_t p;
     ZN_CHECK(net->getProperties(dev, &p));
     memcpy(out, &p, sizeof(*out)); /* v9/v10 are v11 without maxMultiRequestSize */
     return ncclSuccess;
 }
-static ncclResult_t e_props_v8(int dev, ncclNetProperties_v8_t *out)
+static ncclResult_t export_props_v8(int dev, ncclNetProperties_v8_t *out)
 {
     ncclNetProperties_t p;
     ZN_CHECK(net->getProperties(dev, &p));
@@ -74,7 +74,7 @@ static ncclResult_t e_props_v8(int dev, ncclNetProperties_v8_t *out)
                                   p.maxComms,    p.maxRecvs, p.netDeviceType, p.netDeviceVersion };
     return ncclSuccess;
 }
-static ncclResult_t e_props_v7(int dev, ncclNetProperties_v7_t *out)
+static ncclResult_t export_props_v7(int dev, ncclNetProperties_v7_t *out)
 {
     ncclNetProperties_t p;
     ZN_CHECK(net->getProperties(dev, &p));
@@ -84,7 +84,7 @@ static ncclResult_t e_props_v7(int dev, ncclNetProperties_v7_t *out)
                                      p.netDeviceType, p.netDeviceVersion };
     return ncclSuccess;
 }
-static ncclResult_t e_props_v6(int dev, ncclNetProperties_v6_t *out)
+static ncclResult_t export_props_v6(int dev, ncclNetProperties_v6_t *out)
 {
     ncclNetProperties_t p;
     ZN_CHECK(net->getProperties(dev, &p));
@@ -93,46 +93,49 @@ static ncclResult_t e_props_v6(int dev, ncclNetProperties_v6_t *out)
     return ncclSuccess;
 }
 
-static ncclResult_t e_listen(int dev, void *handle, void **l)
+static ncclResult_t export_listen(int dev, void *handle, void **l)
 {
     return net->listen(gctx, dev, handle, l);
 }
-static ncclResult_t e_connect_v10(int dev, ncclNetCommConfig_v10_t *cfg, void *handle, void **s,
-                                  ncclNetDeviceHandle_v10_t **dc)
+static ncclResult_t export_connect_v10(int dev, ncclNetCommConfig_v10_t *cfg, void *handle,
+                                       void **s, ncclNetDeviceHandle_v10_t **dc)
 {
     return net->connect(gctx, dev, handle, s, dc);
 }
-static ncclResult_t e_connect_v7(int dev, void *handle, void **s, ncclNetDeviceHandle_v7_t **dc)
+static ncclResult_t export_connect_v7(int dev, void *handle, void **s,
+                                      ncclNetDeviceHandle_v7_t **dc)
 {
     return net->connect(gctx, dev, handle, s, dc);
 }
-static ncclResult_t e_connect_v6(int dev, void *handle, void **s)
+static ncclResult_t export_connect_v6(int dev, void *handle, void **s)
 {
     return net->connect(gctx, dev, handle, s, NULL);
 }
-static ncclResult_t e_accept_v6(void *l, void **r)
+static ncclResult_t export_accept_v6(void *l, void **r)
 {
     return net->accept(l, r, NULL);
 }
-static ncclResult_t e_reg_mr_int(void *comm, void *data, int size, int type, void **mh)
+static ncclResult_t export_reg_mr_int(void *comm, void *data, int size, int type, void **mh)
 {
     return net->regMr(comm, data, (size_t)(size < 0 ? 0 : size), type, mh);
 }
-static ncclResult_t e_isend_v9(void *comm, void *data, size_t size, int tag, void *mh, void **req)
+static ncclResult_t export_isend_v9(void *comm, void *data, size_t size, int tag, void *mh,
+                                    void **req)
 {
     return net->isend(comm, data, size, tag, mh, NULL, req);
 }
-static ncclResult_t e_isend_int(void *comm, void *data, int size, int tag, void *mh, void **req)
+static ncclResult_t export_isend_int(void *comm, void *data, int size, int tag, void *mh,
+                                     void **req)
 {
     return net->isend(comm, data, (size_t)(size < 0 ? 0 : size), tag, mh, NULL, req);
 }
-static ncclResult_t e_irecv_v9(void *comm, int n, void **data, size_t *sizes, int *tags, void **mh,
-                               void **req)
+static ncclResult_t export_irecv_v9(void *comm, int n, void **data, size_t *sizes, int *tags,
+                                    void **mh, void **req)
 {
     return net->irecv(comm, n, data, sizes, tags, mh, NULL, req);
 }
-static ncclResult_t e_irecv_int(void *comm, int n, void **data, int *sizes, int *tags, void **mh,
-                                void **req)
+static ncclResult_t export_irecv_int(void *comm, int n, void **data, int *sizes, int *tags,
+                                     void **mh, void **req)
 {
     size_t s[NCCL_NET_MAX_REQUESTS];
     if (n < 0 || n > NCCL_NET_MAX_REQUESTS)
@@ -140,66 +143,66 @@ static ncclResult_t e_irecv_int(void *comm, int n, void **data, int *sizes, int 
     for (int i = 0; i < n; i++) s[i] = (size_t)(sizes[i] < 0 ? 0 : sizes[i]);
     return net->irecv(comm, n, data, s, tags, mh, NULL, req);
 }
-static ncclResult_t e_make_vdevice(int *d, ncclNetVDeviceProps_v9_t *props)
+static ncclResult_t export_make_vdevice(int *d, ncclNetVDeviceProps_v9_t *props)
 {
     return net->makeVDevice(d, props);
 }
 
-static ncclResult_t e_dmabuf(void *c, void *d, size_t s, int t, uint64_t o, int fd, void **mh)
+static ncclResult_t export_dmabuf(void *c, void *d, size_t s, int t, uint64_t o, int fd, void **mh)
 {
     return net->regMrDmaBuf(c, d, s, t, o, fd, mh);
 }
-static ncclResult_t e_dereg(void *c, void *mh)
+static ncclResult_t export_dereg(void *c, void *mh)
 {
     return net->deregMr(c, mh);
 }
-static ncclResult_t e_iflush(void *c, int n, void **d, int *s, void **mh, void **r)
+static ncclResult_t export_iflush(void *c, int n, void **d, int *s, void **mh, void **r)
 {
     return net->iflush(c, n, d, s, mh, r);
 }
-static ncclResult_t e_test(void *r, int *done, int *sizes)
+static ncclResult_t export_test(void *r, int *done, int *sizes)
 {
     return net->test(r, done, sizes);
 }
-static ncclResult_t e_close_send(void *c)
+static ncclResult_t export_close_send(void *c)
 {
     return net->closeSend(c);
 }
-static ncclResult_t e_close_recv(void *c)
+static ncclResult_t export_close_recv(void *c)
 {
     return net->closeRecv(c);
 }
-static ncclResult_t e_close_listen(void *c)
+static ncclResult_t export_close_listen(void *c)
 {
     return net->closeListen(c);
 }
-static ncclResult_t e_get_device_mr(void *c, void *mh, void **d)
+static ncclResult_t export_get_device_mr(void *c, void *mh, void **d)
 {
     return net->getDeviceMr(c, mh, d);
 }
-static ncclResult_t e_irecv_consumed(void *c, int n, void *r)
+static ncclResult_t export_irecv_consumed(void *c, int n, void *r)
 {
     return net->irecvConsumed(c, n, r);
 }
-static ncclResult_t e_accept(void *l, void **r, ncclNetDeviceHandle_v7_t **dc)
+static ncclResult_t export_accept(void *l, void **r, ncclNetDeviceHandle_v7_t **dc)
 {
     return net->accept(l, r, dc);
 }
-static ncclResult_t e_reg_mr(void *comm, void *data, size_t size, int type, void **mh)
+static ncclResult_t export_reg_mr(void *comm, void *data, size_t size, int type, void **mh)
 {
     return net->regMr(comm, data, size, type, mh);
 }
-static ncclResult_t e_isend(void *comm, void *data, size_t size, int tag, void *mh, void *ph,
-                            void **req)
+static ncclResult_t export_isend(void *comm, void *data, size_t size, int tag, void *mh, void *ph,
+                                 void **req)
 {
     return net->isend(comm, data, size, tag, mh, ph, req);
 }
-static ncclResult_t e_irecv(void *comm, int n, void **data, size_t *sizes, int *tags, void **mh,
-                            void **ph, void **req)
+static ncclResult_t export_irecv(void *comm, int n, void **data, size_t *sizes, int *tags,
+                                 void **mh, void **ph, void **req)
 {
     return net->irecv(comm, n, data, sizes, tags, mh, ph, req);
 }
-static ncclResult_t e_devices(int *ndev)
+static ncclResult_t export_devices(int *ndev)
 {
     return net->devices(ndev);
 }
@@ -234,10 +237,11 @@ static ncclResult_t e11_set_attr(void *ctx, ncclNetAttr_v11_t *a)
 }
 
 /* Slots with one signature in every version. */
-#define ZN_SAME_SLOTS                                                                       \
-    .name = "Socket", /* until choose_net */ .devices = e_devices, .regMrDmaBuf = e_dmabuf, \
-    .deregMr = e_dereg, .iflush = e_iflush, .test = e_test, .closeSend = e_close_send,      \
-    .closeRecv = e_close_recv, .closeListen = e_close_listen
+#define ZN_SAME_SLOTS                                                                    \
+    .name = "Socket", /* until choose_net */ .devices = export_devices,                  \
+    .regMrDmaBuf = export_dmabuf, .deregMr = export_dereg, .iflush = export_iflush,      \
+    .test = export_test, .closeSend = export_close_send, .closeRecv = export_close_recv, \
+    .closeListen = export_close_listen
 
 ZN_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
     ZN_SAME_SLOTS,
@@ -245,79 +249,85 @@ ZN_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
     .getProperties = e11_props,
     .listen = e11_listen,
     .connect = e11_connect,
-    .accept = e_accept,
-    .regMr = e_reg_mr,
-    .isend = e_isend,
-    .irecv = e_irecv,
-    .getDeviceMr = e_get_device_mr,
-    .irecvConsumed = e_irecv_consumed,
-    .makeVDevice = e_make_vdevice,
+    .accept = export_accept,
+    .regMr = export_reg_mr,
+    .isend = export_isend,
+    .irecv = export_irecv,
+    .getDeviceMr = export_get_device_mr,
+    .irecvConsumed = export_irecv_consumed,
+    .makeVDevice = export_make_vdevice,
     .finalize = e11_finalize,
     .setNetAttr = e11_set_attr,
 };
 
 ZN_EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
     ZN_SAME_SLOTS,
-    .init = e_init_v10,
-    .getProperties = e_props_v9,
-    .listen = e_listen,
-    .connect = e_connect_v10,
-    .accept = e_accept,
-    .regMr = e_reg_mr,
-    .isend = e_isend,
-    .irecv = e_irecv,
-    .getDeviceMr = e_get_device_mr,
-    .irecvConsumed = e_irecv_consumed,
-    .makeVDevice = e_make_vdevice,
+    .init = export_init_v10,
+    .getProperties = export_props_v9,
+    .listen = export_listen,
+    .connect = export_connect_v10,
+    .accept = export_accept,
+    .regMr = export_reg_mr,
+    .isend = export_isend,
+    .irecv = export_irecv,
+    .getDeviceMr = export_get_device_mr,
+    .irecvConsumed = export_irecv_consumed,
+    .makeVDevice = export_make_vdevice,
 };
 
 ZN_EXPORT ncclNet_v9_t ncclNetPlugin_v9 = {
     ZN_SAME_SLOTS,
-    .init = e_init,
-    .getProperties = e_props_v9,
-    .listen = e_listen,
-    .connect = e_connect_v7,
-    .accept = e_accept,
-    .regMr = e_reg_mr,
-    .isend = e_isend_v9,
-    .irecv = e_irecv_v9,
-    .getDeviceMr = e_get_device_mr,
-    .irecvConsumed = e_irecv_consumed,
-    .makeVDevice = e_make_vdevice,
+    .init = export_init,
+    .getProperties = export_props_v9,
+    .listen = export_listen,
+    .connect = export_connect_v7,
+    .accept = export_accept,
+    .regMr = export_reg_mr,
+    .isend = export_isend_v9,
+    .irecv = export_irecv_v9,
+    .getDeviceMr = export_get_device_mr,
+    .irecvConsumed = export_irecv_consumed,
+    .makeVDevice = export_make_vdevice,
 };
 
 ZN_EXPORT ncclNet_v8_t ncclNetPlugin_v8 = {
     ZN_SAME_SLOTS,
-    .init = e_init,
-    .getProperties = e_props_v8,
-    .listen = e_listen,
-    .connect = e_connect_v7,
-    .accept = e_accept,
-    .regMr = e_reg_mr,
-    .isend = e_isend_int,
-    .irecv = e_irecv_int,
-    .getDeviceMr = e_get_device_mr,
-    .irecvConsumed = e_irecv_consumed,
+    .init = export_init,
+    .getProperties = export_props_v8,
+    .listen = export_listen,
+    .connect = export_connect_v7,
+    .accept = export_accept,
+    .regMr = export_reg_mr,
+    .isend = export_isend_int,
+    .irecv = export_irecv_int,
+    .getDeviceMr = export_get_device_mr,
+    .irecvConsumed = export_irecv_consumed,
 };
 
 ZN_EXPORT ncclNet_v7_t ncclNetPlugin_v7 = {
     ZN_SAME_SLOTS,
-    .init = e_init,
-    .getProperties = e_props_v7,
-    .listen = e_listen,
-    .connect = e_connect_v7,
-    .accept = e_accept,
-    .regMr = e_reg_mr_int,
-    .isend = e_isend_int,
-    .irecv = e_irecv_int,
-    .getDeviceMr = e_get_device_mr,
-    .irecvConsumed = e_irecv_consumed,
+    .init = export_init,
+    .getProperties = export_props_v7,
+    .listen = export_listen,
+    .connect = export_connect_v7,
+    .accept = export_accept,
+    .regMr = export_reg_mr_int,
+    .isend = export_isend_int,
+    .irecv = export_irecv_int,
+    .getDeviceMr = export_get_device_mr,
+    .irecvConsumed = export_irecv_consumed,
 };
 
 ZN_EXPORT ncclNet_v6_t ncclNetPlugin_v6 = {
-    ZN_SAME_SLOTS,         .init = e_init,          .getProperties = e_props_v6,
-    .listen = e_listen,    .connect = e_connect_v6, .accept = e_accept_v6,
-    .regMr = e_reg_mr_int, .isend = e_isend_int,    .irecv = e_irecv_int,
+    ZN_SAME_SLOTS,
+    .init = export_init,
+    .getProperties = export_props_v6,
+    .listen = export_listen,
+    .connect = export_connect_v6,
+    .accept = export_accept_v6,
+    .regMr = export_reg_mr_int,
+    .isend = export_isend_int,
+    .irecv = export_irecv_int,
 };
 
 /* Pick the net behind the tables and give them its name (see the comment at the top). Says

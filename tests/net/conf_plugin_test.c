@@ -12,7 +12,7 @@
  * net (NAME "IB"); the suite then runs on a fabric of its own, removed when it ends.
  */
 #include "conformance.h"
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "test_fabric.h"
 #include "util/err.h"
 #include "zt.h"

@@ -1,6 +1,6 @@
 /*
  * The proxy's GPU net engine: the FIFOs between GPUs of different hosts for the kernels of a
- * cuda communicator, carried over a net of src/net by the proxy's progress thread (netops.h).
+ * cuda communicator, carried over a net of src/net by the proxy's progress thread (progress.h).
  * Which peers: every rank on another host where the kernels reach every peer (send/recv,
  * alltoall, gather, scatter as kernels), else the ring neighbours on another host.
  *
@@ -39,8 +39,8 @@
  * failure, raises the communicator's device abort word (its kernels end with an error) and
  * stops the engine; zn_gpunet_failure reports it.
  */
-#ifndef ZN_PROXY_GPUNET_H
-#define ZN_PROXY_GPUNET_H
+#ifndef ZN_PROXY_GPU_NET_ENGINE_H
+#define ZN_PROXY_GPU_NET_ENGINE_H
 
 #include "transport/transport.h"
 #include "util/err.h"

@@ -4,7 +4,7 @@
  * listener keeps serving, and the registry picks nets by name.
  */
 #include "conformance.h"
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "net/socket_wire.h"
 #include "util/clock.h"
 #include "util/err.h"

@@ -1,7 +1,7 @@
 /*
- * The proxy's progress thread for net operations (see netops.h).
+ * The proxy's progress thread: net operations in rings, and its clients (see progress.h).
  */
-#include "netops.h"
+#include "progress.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -30,7 +30,7 @@ struct zn_proxy_ring {
 static struct {
     pthread_mutex_t lock; /* the ring list; held by the progress thread during a pass */
     struct zn_proxy_ring *rings;
-    struct zn_proxy_client *clients;
+    struct zn_proxy_progress_client *clients;
     pthread_t thread;
     int started;
     atomic_int stop;
@@ -66,7 +66,7 @@ void zn_proxy_ring_destroy(struct zn_proxy_ring *r)
     free(r);
 }
 
-void zn_proxy_client_add(struct zn_proxy_client *cl)
+void zn_proxy_progress_add(struct zn_proxy_progress_client *cl)
 {
     pthread_mutex_lock(&np.lock);
     cl->next = np.clients;
@@ -74,11 +74,11 @@ void zn_proxy_client_add(struct zn_proxy_client *cl)
     pthread_mutex_unlock(&np.lock);
 }
 
-void zn_proxy_client_remove(struct zn_proxy_client *cl)
+void zn_proxy_progress_remove(struct zn_proxy_progress_client *cl)
 {
     /* Under the lock the progress thread is between passes: cl is not running. */
     pthread_mutex_lock(&np.lock);
-    for (struct zn_proxy_client **p = &np.clients; *p; p = &(*p)->next)
+    for (struct zn_proxy_progress_client **p = &np.clients; *p; p = &(*p)->next)
         if (*p == cl) {
             *p = cl->next;
             break;
@@ -198,7 +198,8 @@ static int pass(void)
             }
         }
     }
-    for (struct zn_proxy_client *cl = np.clients; cl; cl = cl->next) moved |= cl->progress(cl->arg);
+    for (struct zn_proxy_progress_client *cl = np.clients; cl; cl = cl->next)
+        moved |= cl->progress(cl->arg);
     int clients = np.clients != NULL;
     pthread_mutex_unlock(&np.lock);
     if (moved) atomic_store(&np.last_progress_ns, zn_now_ns());
@@ -241,7 +242,7 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-ncclResult_t zn_proxy_netops_start(void)
+ncclResult_t zn_proxy_progress_start(void)
 {
     atomic_store(&np.stop, 0);
     atomic_store(&np.last_progress_ns, zn_now_ns());
@@ -251,7 +252,7 @@ ncclResult_t zn_proxy_netops_start(void)
     return ncclSuccess;
 }
 
-void zn_proxy_netops_stop(void)
+void zn_proxy_progress_stop(void)
 {
     if (!np.started) return;
     atomic_store(&np.stop, 1);
@@ -259,7 +260,7 @@ void zn_proxy_netops_stop(void)
     np.started = 0;
 }
 
-void zn_proxy_netops_dump(void)
+void zn_proxy_progress_dump(void)
 {
     int64_t now = zn_now_ns();
     pthread_mutex_lock(&np.lock);
@@ -280,7 +281,7 @@ void zn_proxy_netops_dump(void)
                     (double)(now - op->posted_ns) / 1e9);
         }
     }
-    for (struct zn_proxy_client *cl = np.clients; cl; cl = cl->next)
+    for (struct zn_proxy_progress_client *cl = np.clients; cl; cl = cl->next)
         if (cl->dump) cl->dump(cl->arg);
     pthread_mutex_unlock(&np.lock);
 }

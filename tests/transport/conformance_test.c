@@ -51,7 +51,7 @@
  *             (always last: the job is one rank short afterwards)
  *   perf      (not in "all") loopback throughput, rank 0 <-> rank 1
  *
- * Files: conformance.c (this: harness, driver loop, patterns, main), scenarios.c (every
+ * Files: conformance_test.c (this: harness, driver loop, patterns, main), scenarios.c (every
  * transport), scenarios_caps.c (optional capabilities), scenarios_net.c (net only),
  * scenarios_gpunet.c (the GPU net engine over the net), conformance.h (what they share).
  */

@@ -27,7 +27,7 @@ template <int N> struct P2pArgs {
 };
 
 template <typename A>
-__global__ void __launch_bounds__(ZN_DEV_THREADS) p2p_kernel(const __grid_constant__ A a)
+__global__ void __launch_bounds__(ZN_DEV_THREADS) sendrecv_kernel(const __grid_constant__ A a)
 {
     __shared__ Chan s;
     __shared__ uint64_t done[ZN_DEV_MAX_P2P];
@@ -133,9 +133,9 @@ extern "C" int zn_dev_launch_p2p(const struct zn_dev_p2p_args *a, void *stream)
         k.nops = a->nops;
         k.nch = a->nch;
         for (int i = 0; i < a->nops; i++) k.ops[i] = a->ops[i];
-        zn::p2p_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(k);
+        zn::sendrecv_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(k);
     } else {
-        zn::p2p_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(*a);
+        zn::sendrecv_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(*a);
     }
     return (int)cudaGetLastError();
 }

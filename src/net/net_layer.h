@@ -8,8 +8,8 @@
  * nets of ZN_NET_BUILTINS. A net knows nothing of communicators or ranks; the layer above adds
  * rank and host to the errors it reports.
  */
-#ifndef ZN_NET_NET_H
-#define ZN_NET_NET_H
+#ifndef ZN_NET_NET_LAYER_H
+#define ZN_NET_NET_LAYER_H
 
 #include "net/nccl_net.h"
 

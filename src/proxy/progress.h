@@ -1,8 +1,9 @@
 /*
- * Net operations driven by the proxy's progress thread. A rank (or a transport on its behalf)
- * posts isend / irecv descriptors on an ncclNet_t connection through a ring it owns; the
- * progress thread issues them, tests them until they complete, and writes each op's status
- * word. Nothing here blocks the poster except zn_proxy_net_wait, which is bounded.
+ * The proxy's progress thread: it drives net operations posted in rings, and the progress
+ * callbacks of its clients (below). A rank (or a transport on its behalf) posts isend / irecv
+ * descriptors on an ncclNet_t connection through a ring it owns; the progress thread issues
+ * them, tests them until they complete, and writes each op's status word. Nothing here blocks
+ * the poster except zn_proxy_net_wait, which is bounded.
  *
  * The ring is single-producer, single-consumer and lock-free: the poster writes slots and
  * publishes head with a release store, the progress thread reads up to head (acquire) and
@@ -11,8 +12,8 @@
  * request fields and writes only the status fields, and does not touch the op once its status
  * is DONE or ERROR (the poster may reuse it then).
  */
-#ifndef ZN_PROXY_NETOPS_H
-#define ZN_PROXY_NETOPS_H
+#ifndef ZN_PROXY_PROGRESS_H
+#define ZN_PROXY_PROGRESS_H
 
 #include "net/nccl_net.h"
 
@@ -75,24 +76,24 @@ ncclResult_t zn_proxy_net_wait(struct zn_proxy_netop *op, int64_t deadline,
                                const atomic_int *abort_flag);
 
 /* Other work the progress thread drives on every pass, next to the rings: an owner whose net
- * connections are fed from elsewhere than a poster's ring (the GPU net engine, gpunet.h, whose
- * ops come from kernels' counters). progress() returns nonzero when something moved; it runs
+ * connections are fed from elsewhere than a poster's ring (the GPU net engine, gpu_net_engine.h,
+ * whose ops come from kernels' counters). progress() returns nonzero when something moved; it runs
  * on the progress thread with the thread's lock held, so it must not block, and once
- * zn_proxy_client_remove returned it does not run again. dump() (may be NULL) prints the
+ * zn_proxy_progress_remove returned it does not run again. dump() (may be NULL) prints the
  * owner's state for the state dump. */
-struct zn_proxy_client {
+struct zn_proxy_progress_client {
     int (*progress)(void *arg);
     void (*dump)(void *arg);
     void *arg;
-    struct zn_proxy_client *next; /* the progress thread's list */
+    struct zn_proxy_progress_client *next; /* the progress thread's list */
 };
-void zn_proxy_client_add(struct zn_proxy_client *cl);
-void zn_proxy_client_remove(struct zn_proxy_client *cl);
+void zn_proxy_progress_add(struct zn_proxy_progress_client *cl);
+void zn_proxy_progress_remove(struct zn_proxy_progress_client *cl);
 
 /* The progress thread (service.c starts and stops it with the service). */
-ncclResult_t zn_proxy_netops_start(void);
-void zn_proxy_netops_stop(void);
+ncclResult_t zn_proxy_progress_start(void);
+void zn_proxy_progress_stop(void);
 /* Print the rings, the ops in flight and the time since the last progress (for the dump). */
-void zn_proxy_netops_dump(void);
+void zn_proxy_progress_dump(void);
 
 #endif

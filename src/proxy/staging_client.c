@@ -1,8 +1,9 @@
 /*
- * The staging part of the proxy (see proxy.h): a client of the process's proxy progress thread.
+ * The proxy's staging client (see staging_client.h): a client of the process's proxy progress
+ * thread.
  */
-#include "proxy.h"
-#include "netops.h"
+#include "staging_client.h"
+#include "progress.h"
 #include "util/cuda.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -12,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct zn_proxy {
-    struct zn_proxy_config cfg;
+struct zn_staging_client {
+    struct zn_staging_client_config cfg;
     struct zn_dev_doorbell *bell_host, *bell_dev;
     uint64_t *seq_dev; /* the GPU-side signal count (device memory: graphs replay it) */
-    struct zn_proxy_client client;
+    struct zn_proxy_progress_client client;
     int attached;
     pthread_mutex_t lock; /* guards descs: posters and the progress thread */
     void **descs;         /* by id; NULL = free */
@@ -30,7 +31,7 @@ struct zn_proxy {
 };
 
 /* The descriptor of id, or NULL if none is posted there. */
-static void *desc_at(struct zn_proxy *p, uint64_t id)
+static void *desc_at(struct zn_staging_client *p, uint64_t id)
 {
     pthread_mutex_lock(&p->lock);
     void *d = id < (uint64_t)p->ndescs ? p->descs[id] : NULL;
@@ -39,7 +40,7 @@ static void *desc_at(struct zn_proxy *p, uint64_t id)
 }
 
 /* The descriptor of signal `processed` finished: the gate kernel may let the stream go. */
-static void finish(struct zn_proxy *p, int keep)
+static void finish(struct zn_staging_client *p, int keep)
 {
     void *d = p->cur;
     p->cur = NULL;
@@ -57,7 +58,7 @@ static void finish(struct zn_proxy *p, int keep)
  * its descriptor. */
 static int staging_progress(void *arg)
 {
-    struct zn_proxy *p = arg;
+    struct zn_staging_client *p = arg;
     if (!p->cur) {
         if (__atomic_load_n(&p->bell_host->go, __ATOMIC_ACQUIRE) == p->processed) return 0;
         p->cur_id = p->bell_host->ring[p->processed % ZN_DEV_RING];
@@ -70,14 +71,14 @@ static int staging_progress(void *arg)
     zn_log_rank = p->cfg.rank;
     zn_cuda_set_device(p->cfg.cuda_dev);
     int moved = 0, r = p->cfg.ops->step(p->cfg.owner, p->cur, &moved);
-    if (r == ZN_PROXY_RUNNING) return moved;
-    finish(p, r == ZN_PROXY_KEEP);
+    if (r == ZN_STAGING_RUNNING) return moved;
+    finish(p, r == ZN_STAGING_KEEP);
     return 1;
 }
 
 static void staging_dump(void *arg)
 {
-    struct zn_proxy *p = arg;
+    struct zn_staging_client *p = arg;
     int posted = 0;
     pthread_mutex_lock(&p->lock);
     for (int i = 0; i < p->ndescs; i++) posted += p->descs[i] != NULL;
@@ -90,13 +91,14 @@ static void staging_dump(void *arg)
             p->cur ? " (one running)" : "", posted, (double)(zn_now_ns() - p->last_run_ns) / 1e9);
 }
 
-ncclResult_t zn_proxy_create(const struct zn_proxy_config *cfg, struct zn_proxy **out)
+ncclResult_t zn_staging_client_create(const struct zn_staging_client_config *cfg,
+                                      struct zn_staging_client **out)
 {
-    const struct zn_proxy_ops *ops = cfg->ops;
+    const struct zn_staging_client_ops *ops = cfg->ops;
     if (!ops || ops->size != sizeof(*ops) || !ops->step || !ops->release)
         return zn_error(ncclInternalError, ZN_PROXY,
                         "proxy operations table is incomplete or of another size");
-    struct zn_proxy *p = calloc(1, sizeof(*p));
+    struct zn_staging_client *p = calloc(1, sizeof(*p));
     if (!p) return zn_error(ncclSystemError, ZN_PROXY, "out of memory");
     p->cfg = *cfg;
     pthread_mutex_init(&p->lock, NULL);
@@ -109,18 +111,19 @@ ncclResult_t zn_proxy_create(const struct zn_proxy_config *cfg, struct zn_proxy 
                   res, fail);
     ZN_CHECK_GOTO(zn_cuda_memset(p->seq_dev, 0, sizeof(uint64_t)), res, fail);
     p->last_run_ns = zn_now_ns();
-    p->client =
-        (struct zn_proxy_client){ .progress = staging_progress, .dump = staging_dump, .arg = p };
-    zn_proxy_client_add(&p->client);
+    p->client = (struct zn_proxy_progress_client){ .progress = staging_progress,
+                                                   .dump = staging_dump,
+                                                   .arg = p };
+    zn_proxy_progress_add(&p->client);
     p->attached = 1;
     *out = p;
     return ncclSuccess;
 fail:
-    zn_proxy_destroy(p);
+    zn_staging_client_destroy(p);
     return res;
 }
 
-ncclResult_t zn_proxy_post(struct zn_proxy *p, void *desc, uint64_t *id)
+ncclResult_t zn_staging_client_post(struct zn_staging_client *p, void *desc, uint64_t *id)
 {
     pthread_mutex_lock(&p->lock);
     int slot = -1;
@@ -144,21 +147,21 @@ ncclResult_t zn_proxy_post(struct zn_proxy *p, void *desc, uint64_t *id)
     return ncclSuccess;
 }
 
-struct zn_dev_doorbell *zn_proxy_bell_dev(const struct zn_proxy *p)
+struct zn_dev_doorbell *zn_staging_client_bell_dev(const struct zn_staging_client *p)
 {
     return p->bell_dev;
 }
 
-uint64_t *zn_proxy_seq_dev(const struct zn_proxy *p)
+uint64_t *zn_staging_client_seq_dev(const struct zn_staging_client *p)
 {
     return p->seq_dev;
 }
 
-void zn_proxy_destroy(struct zn_proxy *p)
+void zn_staging_client_destroy(struct zn_staging_client *p)
 {
     if (!p) return;
     /* Once removed, staging_progress does not run again. */
-    if (p->attached) zn_proxy_client_remove(&p->client);
+    if (p->attached) zn_proxy_progress_remove(&p->client);
     for (int i = 0; i < p->ndescs; i++)
         if (p->descs[i]) p->cfg.ops->release(p->cfg.owner, p->descs[i]);
     free(p->descs);

@@ -4,7 +4,7 @@
  * taken from the registry, so this also checks that it registers, ahead of the socket net.
  */
 #include "conformance.h"
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "test_fabric.h"
 #include "util/err.h"
 

@@ -5,8 +5,8 @@
  * 1 MiB, contents checked on the receiving side against the pattern the sender wrote; and a
  * peer that dies with a receive posted turns into an error, not a hang.
  */
-#include "net/net.h"
-#include "proxy/netops.h"
+#include "net/net_layer.h"
+#include "proxy/progress.h"
 #include "proxy/service.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -191,7 +191,7 @@ ZT_TEST(pending_op_dumped_and_wait_bounded)
     ZT_EQ_INT(zn_proxy_net_wait(&op, t0 + 200000000, NULL), ncclRemoteError);
     ZT_ASSERT(zn_now_ns() - t0 < 5000000000LL);
     ZT_ASSERT(strstr(zn_last_error(), "receive of 64 bytes (tag 77) from rank 3") != NULL);
-    zn_proxy_netops_dump();
+    zn_proxy_progress_dump();
     ZT_ASSERT(log_has("ring test pending: 1 ops in flight"));
     ZT_ASSERT(log_has("recv from rank 3, tag 77, 64 bytes: issued"));
     zn_proxy_ring_destroy(ring);

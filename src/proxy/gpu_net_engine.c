@@ -1,11 +1,11 @@
 /*
- * The proxy's GPU net engine (see gpunet.h).
+ * The proxy's GPU net engine (see gpu_net_engine.h).
  */
-#include "gpunet.h"
-#include "netops.h"
+#include "gpu_net_engine.h"
+#include "progress.h"
 #include "abi/dev_abi.h"
 #include "bootstrap/bootstrap.h"
-#include "net/net.h"
+#include "net/net_layer.h"
 #include "util/clock.h"
 #include "util/cuda.h"
 #include "util/log.h"
@@ -69,7 +69,7 @@ struct zn_gpunet {
     atomic_ullong flushes;
     struct gn_peer *peers; /* the peers of send_to | recv_from, in rank order */
     int npeers;
-    struct zn_proxy_client client;
+    struct zn_proxy_progress_client client;
     atomic_int failed;
     char failure[320];
     /* Peers that closed connections, named in gone_why[gone_cur] (-1: none yet). The progress
@@ -650,8 +650,9 @@ ncclResult_t zn_gpunet_create(const struct zn_gpunet_config *cfg, struct zn_gpun
         gdr_probe(g);
         for (int i = 0; i < g->npeers; i++)
             ZN_CHECK_GOTO(alloc_peer(g, &g->peers[i], &view[g->peers[i].rank]), res, fail);
-        g->client = (struct zn_proxy_client){ .progress = gn_progress, .dump = gn_dump, .arg = g };
-        zn_proxy_client_add(&g->client);
+        g->client =
+            (struct zn_proxy_progress_client){ .progress = gn_progress, .dump = gn_dump, .arg = g };
+        zn_proxy_progress_add(&g->client);
         zn_info(ZN_PROXY | ZN_INIT,
                 "GPU net proxy: net %s device %s (%s from the GPU), %s; %d channel(s), slots of "
                 "%zu bytes, sending to %#llx, receiving from %#llx (rank bits)",
@@ -733,7 +734,7 @@ void zn_gpunet_destroy(struct zn_gpunet *g)
     if (!g) return;
     if (g->client.progress) {
         drain(g);
-        zn_proxy_client_remove(&g->client);
+        zn_proxy_progress_remove(&g->client);
     }
     const ncclNet_t *net = g->net ? g->net->ops : NULL;
     void (*release)(void *) = g->cfg.shadow_free ? g->cfg.shadow_free : zn_cuda_host_free;
