@@ -352,4 +352,5 @@ const struct zn_transport_rma_ops zn_p2p_rma = {
     .put = rma_put,
     .signal = rma_signal,
     .flush = rma_flush,
+    ZN_RMA_V2_UNSUPPORTED,
 };
