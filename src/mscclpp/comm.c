@@ -81,7 +81,7 @@ static void dump_comm(void *obj, void *arg)
         nib += c->host[i].transport == mscclppTransportIB;
         np2p += c->host[i].transport == mscclppTransportP2P;
     }
-    for (const struct zn_msc_seg *s = c->own_bufs; s; s = s->next) own++;
+    for (const struct zn_msc_buf *b = c->own_bufs; b; b = b->next) own++;
     zn_warn(ZN_INIT,
             "state dump: mscclpp comm %p rank %d of %d, %s: %d connections declared (%d SHM, "
             "%d IB, %d P2P), %d set up in %d rounds; %d zincConnMemAlloc buffers, %d "

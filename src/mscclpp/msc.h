@@ -5,7 +5,8 @@
  *
  *   comm.c      communicator lifecycle, bootstrap collectives, errors, logging
  *   conn.c      mscclppConnect / mscclppConnectionSetup: declarations matched with the peers'
- *   shm_conn.c  mscclppTransportSHM: buffers in zinc shm segments, host put/signal/wait/flush
+ *   shm_conn.c  mscclppTransportSHM on the shm transport's one-sided table (zn_shm_rma):
+ *               zincConnMemAlloc, host put/signal/wait/flush
  *   p2p_conn.c  mscclppTransportP2P: GPU buffers and signal words mapped through zinc's p2p
  *   net_conn.c  mscclppTransportIB: connections between hosts over zinc's nets (IB or socket)
  *   proxy.c     the FIFO consumer (handles one trigger per call) and its temporary thread
@@ -33,11 +34,12 @@
  *   24  unused */
 #define ZN_MSC_SIGNAL_SLOT 64
 
-/* A shared-memory buffer of this rank (zincConnMemAlloc) or of a peer, mapped here. */
-struct zn_msc_seg {
-    struct zn_shm_seg seg;
-    int creator_rank;
-    struct zn_msc_seg *next;
+/* A zincConnMemAlloc buffer: a region of the shm one-sided domain. */
+struct zn_msc_buf {
+    void *ptr;
+    size_t size;
+    void *region; /* zn_shm_rma's handle */
+    struct zn_msc_buf *next;
 };
 
 /* The host side of one connection. */
@@ -48,13 +50,13 @@ struct zn_msc_conn {
     mscclppTransport_t transport;
     uint64_t local_size, remote_size;
     int ready; /* set up by mscclppConnectionSetup */
-    /* SHM: the segment holding localBuff, and where it starts in it (local_seg NULL: any
-     * other host memory). remote_pid is nonzero when the peer's buffer is not in one of its
-     * segments: puts then write remote_addr in process remote_pid (cross-memory attach). */
-    const struct zn_msc_seg *local_seg;
-    uint64_t local_off;
-    int remote_pid;
-    uint64_t remote_addr;
+    /* SHM: the zincConnMemAlloc buffer holding localBuff (NULL: any other host memory, which
+     * the peer reaches by cross-memory attach); the one-sided connection (zn_shm_rma's), the
+     * regions of localBuff and of the peer's buffer and signal slot. */
+    const struct zn_msc_buf *local_buf;
+    struct zn_conn *ep;
+    void *lreg, *rbuf, *rsig;
+    uint64_t rsig_off;
     /* IB: net_conn.c's state (the net, its connections, the send queue). */
     void *net;
 };
@@ -85,11 +87,11 @@ struct mscclppComm {
     mscclppDevConn_t *dev;
     struct zn_msc_conn *host;
 
-    /* Shared memory: this rank's buffers and the peers' buffers mapped here; the signal
-     * segments of every setup round (own and peers'). */
-    struct zn_msc_seg *own_bufs, *peer_bufs, *signal_segs;
+    /* Shared memory: the shm one-sided domain (zn_shm_rma; NULL until first used), which maps
+     * the peers' buffers and signal segments, and this rank's zincConnMemAlloc buffers. */
+    void *shm_dom;
+    struct zn_msc_buf *own_bufs;
     int nrounds;
-    int nallocs;
 
     void *p2p;   /* p2p_conn.c's per-communicator state, NULL until a P2P connection */
     void *proxy; /* proxy.c's state while launched */
@@ -120,19 +122,12 @@ ncclResult_t zn_msc_comm_check(const struct mscclppComm *c, const char *fn);
 ncclResult_t zn_msc_conn_find(struct mscclppComm *c, const mscclppDevConn_t *dev,
                               struct zn_msc_conn **out);
 
-/* shm_conn.c: the descriptor one side of an SHM connection sends its peer at setup. An empty
- * buf_seg says the buffer is in no zincConnMemAlloc segment: it is buf_addr in process
- * buf_pid, and the peer reaches it with cross-memory attach. */
+/* shm_conn.c: the descriptor one side of an SHM connection sends its peer at setup: the keys
+ * (zn_shm_rma's) of its buffer and of the round's signal segment, and where its slot lies in
+ * that segment. */
 struct zn_msc_shm_desc {
-    char buf_seg[96];
-    uint64_t buf_seg_size;
-    uint64_t buf_off;
-    int32_t buf_pid;
-    uint32_t pad;
-    uint64_t buf_addr;
-    char sig_seg[96];
-    uint64_t sig_seg_size;
-    uint64_t sig_off;
+    struct zn_rma_key buf, sig;
+    uint64_t sig_off, sig_len;
 };
 /* Make this rank's signal segment of the round (n_shm SHM connections, npeers distinct
  * peers among them) and fill each new SHM connection's descriptor. */
@@ -140,11 +135,11 @@ ncclResult_t zn_msc_shm_prepare(struct mscclppComm *c, int first, int n_shm, int
                                 struct zn_msc_shm_desc *descs);
 /* Map the peer's side of connection i from its descriptor. */
 ncclResult_t zn_msc_shm_attach(struct mscclppComm *c, int i, const struct zn_msc_shm_desc *peer);
-/* Where localBuff of buffSize bytes lies: in a zincConnMemAlloc buffer of this rank (*seg, *off)
- * or, *seg NULL, in other memory of this process; refused if neither or if it runs past the
+/* Where localBuff of buffSize bytes lies: in a zincConnMemAlloc buffer of this rank (*in)
+ * or, *in NULL, in other memory of this process; refused if neither or if it runs past the
  * end of its zincConnMemAlloc buffer. */
 ncclResult_t zn_msc_shm_check_buffer(struct mscclppComm *c, int remote_rank, int tag, void *buf,
-                                     uint64_t size, const struct zn_msc_seg **seg, uint64_t *off);
+                                     uint64_t size, const struct zn_msc_buf **in);
 void zn_msc_shm_free_all(struct mscclppComm *c);
 /* mscclppRegisterBuffer on SHM: describe a zincConnMemAlloc range (buf_* fields of the
  * descriptor), and map a peer's range. */

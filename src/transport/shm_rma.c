@@ -50,6 +50,7 @@ struct shm_region {
     uint8_t *base;
     size_t len;
     int owns_seg; /* made by mem_alloc: mem_free unmaps it */
+    struct shm_region *next;
 };
 
 /* A peer's region as this rank reaches it. */
@@ -72,6 +73,7 @@ struct shm_ep {
 struct shm_dom {
     struct zn_tctx ctx;
     struct shm_seg *own, *peer; /* made here; peers' mapped here */
+    struct shm_region *regions; /* every region (mem_alloc's and mem_reg's) */
     struct shm_remote *remotes;
     struct shm_ep *eps;
     int nsegs; /* segments made so far: names them */
@@ -123,6 +125,11 @@ static void dom_close(void *dom)
         d->eps = e->next;
         free(e);
     }
+    while (d->regions) {
+        struct shm_region *r = d->regions;
+        d->regions = r->next;
+        free(r);
+    }
     while (d->remotes) {
         struct shm_remote *r = d->remotes;
         d->remotes = r->next;
@@ -151,7 +158,10 @@ static ncclResult_t mem_alloc(void *dom, size_t len, int nmappers, void **ptr, v
     s->creator = d->ctx.rank;
     s->next = d->own;
     d->own = s;
-    *r = (struct shm_region){ .seg = s, .base = s->seg.base, .len = len, .owns_seg = 1 };
+    *r = (struct shm_region){
+        .seg = s, .base = s->seg.base, .len = len, .owns_seg = 1, .next = d->regions
+    };
+    d->regions = r;
     *ptr = s->seg.base;
     *handle = r;
     return ncclSuccess;
@@ -162,11 +172,21 @@ free_seg:
     return res;
 }
 
+static void region_unlink(struct shm_dom *d, struct shm_region *r)
+{
+    for (struct shm_region **pp = &d->regions; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            return;
+        }
+}
+
 static void mem_free(void *dom, void *handle)
 {
     struct shm_dom *d = dom;
     struct shm_region *r = handle;
     if (!r) return;
+    region_unlink(d, r);
     if (r->owns_seg)
         for (struct shm_seg **pp = &d->own; *pp; pp = &(*pp)->next)
             if (*pp == r->seg) {
@@ -199,7 +219,8 @@ static ncclResult_t mem_reg(void *dom, void *buf, size_t len, void **handle)
                         "shm: region %p + %zu bytes is not host memory of this process", buf, len);
     struct shm_region *r;
     ZN_CHECK(zn_calloc(&r, 1, "shm region"));
-    *r = (struct shm_region){ .seg = in, .base = buf, .len = len };
+    *r = (struct shm_region){ .seg = in, .base = buf, .len = len, .next = d->regions };
+    d->regions = r;
     *handle = r;
     return ncclSuccess;
 }
@@ -207,7 +228,9 @@ static ncclResult_t mem_reg(void *dom, void *buf, size_t len, void **handle)
 static void mem_dereg(void *dom, void *handle)
 {
     struct shm_region *r = handle;
-    if (r && !r->owns_seg) free(r);
+    if (!r || r->owns_seg) return;
+    region_unlink(dom, r);
+    free(r);
 }
 
 static ncclResult_t key_pack(void *dom, void *handle, struct zn_rma_key *key)
