@@ -117,6 +117,14 @@ static ncclResult_t set_buffer(struct mscclppComm *c, int i, void *buf, uint64_t
         ZN_CHECK(check_extent(h, buf, size));
     h->local_size = size;
     c->dev[i].localBuff = buf;
+    /* An IB connection declared without its buffer makes its net side now. */
+    if (h->transport == mscclppTransportIB && h->net) {
+        ncclResult_t res = zn_msc_net_set_buffer(c, i);
+        if (res != ncclSuccess) {
+            c->dev[i].localBuff = NULL;
+            return res;
+        }
+    }
     return ncclSuccess;
 }
 

@@ -8,7 +8,8 @@
  *   shm_conn.c  mscclppTransportSHM on the shm transport's one-sided table (zn_shm_rma):
  *               zincConnMemAlloc, host put/signal/wait/flush
  *   p2p_conn.c  mscclppTransportP2P: GPU buffers and signal words mapped through zinc's p2p
- *   net_conn.c  mscclppTransportIB: connections between hosts over zinc's nets (IB or socket)
+ *   net_conn.c  mscclppTransportIB on the net transport's one-sided table
+ *               (zn_transport_net_rma): signal words, epochs, host waits, FIFO triggers
  *   proxy.c     the FIFO consumer (handles one trigger per call) and its temporary thread
  *   regmem.cc   mscclppRegisterBuffer (C++: mscclppRegisteredMemory holds a std::vector)
  */
@@ -57,7 +58,7 @@ struct zn_msc_conn {
     struct zn_conn *ep;
     void *lreg, *rbuf, *rsig;
     uint64_t rsig_off;
-    /* IB: net_conn.c's state (the net, its connections, the send queue). */
+    /* IB: net_conn.c's state (signal words, epochs); the connection is ep. */
     void *net;
 };
 
@@ -105,8 +106,9 @@ struct mscclppComm {
     struct zn_msc_reg *regs;
     int nregs;
 
-    /* Serialises net_conn.c's progress over every IB connection (proxy and host threads). */
-    pthread_mutex_t net_lock;
+    /* The net one-sided domain of the IB connections (zn_transport_net_rma; NULL until the
+     * first), which serialises progress over them (proxy and host threads). */
+    void *net_dom;
 };
 
 /* Convert to the MSCCL++ type: the values are the same as ncclResult_t's. */
@@ -174,15 +176,18 @@ ncclResult_t zn_msc_p2p_buf_open(struct mscclppComm *c, int peer, const void *de
                                  void **ptr);
 void zn_msc_p2p_free_all(struct mscclppComm *c);
 
-/* net_conn.c: mscclppTransportIB over zinc's nets. The descriptor is the net's listen handle. */
-#define ZN_MSC_NET_DESC_BYTES 128
+/* net_conn.c: mscclppTransportIB over zinc's nets. The descriptor is the table's (a key). */
+#define ZN_MSC_NET_DESC_BYTES sizeof(struct zn_rma_key)
 ncclResult_t zn_msc_net_declare(struct mscclppComm *c, int i, const char *ib_dev);
+/* The buffer of IB connection i was given after its declaration. */
+ncclResult_t zn_msc_net_set_buffer(struct mscclppComm *c, int i);
 ncclResult_t zn_msc_net_prepare(struct mscclppComm *c, int i, void *desc);
 ncclResult_t zn_msc_net_attach(struct mscclppComm *c, int i, const void *peer_desc);
 /* Connect and accept every net connection of the round, in whatever order the peers do. */
 ncclResult_t zn_msc_net_establish(struct mscclppComm *c);
-/* Move every IB connection's sends and receives on; the caller holds net_lock. A connection
- * that fails keeps its error (reported by the calls on it, and by zn_msc_net_error). */
+/* Move every IB connection's sends and receives on (never blocks: a thread that finds another
+ * doing it leaves it that). A connection that fails keeps its error (reported by the calls on
+ * it, and by zn_msc_net_error). */
 void zn_msc_net_progress(struct mscclppComm *c);
 ncclResult_t zn_msc_net_error(struct mscclppComm *c);
 /* Whether h is an IB connection whose peer closed its side (exited or destroyed its comm). */
@@ -200,6 +205,8 @@ ncclResult_t zn_msc_net_trigger(struct mscclppComm *c, int i, uint64_t type, uin
                                 uint64_t src_off, uint64_t size);
 ncclResult_t zn_msc_net_flush(struct zn_msc_conn *h);
 void zn_msc_net_free(struct zn_msc_conn *h);
+/* Close the net domain (after every connection's zn_msc_net_free). */
+void zn_msc_net_fini(struct mscclppComm *c);
 
 /* regmem.c (regmem.cc declares the first two with int results: the same values and ABI). */
 ncclResult_t zn_msc_register(struct mscclppComm *c, void *mem, uint64_t size, void **remote);

@@ -41,9 +41,7 @@ ncclResult_t zn_msc_proxy_progress(struct mscclppComm *c, int *progressed)
     if (p->has_net) {
         /* IB connections: post receives and move queued sends on, so that peers' puts land
          * while this rank's threads do other work. */
-        pthread_mutex_lock(&c->net_lock);
         zn_msc_net_progress(c);
-        pthread_mutex_unlock(&c->net_lock);
         /* Kernels (GPU buffers) cannot see a connection's error: stop and abort their waits. */
         ncclResult_t res = c->fifo_host ? zn_msc_net_error(c) : ncclSuccess;
         if (res != ncclSuccess) return res;

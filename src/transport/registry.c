@@ -170,7 +170,7 @@ ncclResult_t zn_rma_put_signal_unsupported(struct zn_conn *c, void *local, size_
 
 void zn_rma_domain_progress_unsupported(void *dom) {}
 
-ncclResult_t zn_rma_ep_check_unsupported(struct zn_conn *c, const char *fn)
+ncclResult_t zn_rma_ep_check_unsupported(struct zn_conn *c, const char *fn, int *closed)
 {
     return rma_missing(c, "one-sided ep_check");
 }
@@ -195,6 +195,7 @@ const struct zn_transport_rma_ops *zn_transport_rma(const struct zn_transport_op
 {
     return t == &zn_transport_p2p   ? &zn_p2p_rma
            : t == &zn_transport_shm ? &zn_shm_rma
+           : t == &zn_transport_net ? &zn_transport_net_rma
                                     : &zn_transport_rma_unsupported;
 }
 

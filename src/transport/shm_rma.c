@@ -535,8 +535,9 @@ static ncclResult_t flush(struct zn_conn *c)
 static void dom_progress(void *dom) {}
 
 /* A peer that exited closes nothing here: the caller's peer watch sees it. */
-static ncclResult_t ep_check(struct zn_conn *c, const char *fn)
+static ncclResult_t ep_check(struct zn_conn *c, const char *fn, int *closed)
 {
+    if (closed) *closed = 0;
     return ncclSuccess;
 }
 

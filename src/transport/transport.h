@@ -224,9 +224,10 @@ struct zn_transport_rma_ops {
     void (*domain_progress)(void *dom);
     /* Whether c can still be waited on: its sticky error, or ncclRemoteError once the peer
      * exited or closed its side (what the caller's wait on a signal word needs to give up),
-     * which becomes its sticky error. fn names the caller's operation in the message; NULL
-     * asks quietly (nothing logged or recorded). May make one non-blocking call into the net. */
-    ncclResult_t (*ep_check)(struct zn_conn *c, const char *fn);
+     * which becomes its sticky error; fn names the caller's operation in the message, and one
+     * non-blocking call into the net may be made. fn NULL asks quietly: the sticky error as
+     * known, nothing checked or logged. *closed (may be NULL): the peer closed its side. */
+    ncclResult_t (*ep_check)(struct zn_conn *c, const char *fn, int *closed);
     void (*ep_close)(struct zn_conn *c);
 };
 
@@ -293,7 +294,7 @@ ncclResult_t zn_rma_put_signal_unsupported(struct zn_conn *c, void *local, size_
                                            void *remote, size_t roff, size_t len, void *sremote,
                                            size_t sroff, uint64_t value);
 void zn_rma_domain_progress_unsupported(void *dom);
-ncclResult_t zn_rma_ep_check_unsupported(struct zn_conn *c, const char *fn);
+ncclResult_t zn_rma_ep_check_unsupported(struct zn_conn *c, const char *fn, int *closed);
 void zn_rma_ep_close_unsupported(struct zn_conn *c);
 #define ZN_RMA_V2_UNSUPPORTED                                                                     \
     .domain_open = zn_rma_domain_open_unsupported,                                                \
