@@ -7,7 +7,8 @@
  *   conn.c      mscclppConnect / mscclppConnectionSetup: declarations matched with the peers'
  *   shm_conn.c  mscclppTransportSHM on the shm transport's one-sided table (zn_shm_rma):
  *               zincConnMemAlloc, host put/signal/wait/flush
- *   p2p_conn.c  mscclppTransportP2P: GPU buffers and signal words mapped through zinc's p2p
+ *   p2p_conn.c  mscclppTransportP2P on the p2p transport's one-sided table (zn_p2p_rma):
+ *               signal words, device-connection fields, the FIFO
  *   net_conn.c  mscclppTransportIB on the net transport's one-sided table
  *               (zn_transport_net_rma): signal words, epochs, host waits, FIFO triggers
  *   proxy.c     the FIFO consumer (handles one trigger per call) and its temporary thread
@@ -151,22 +152,20 @@ ncclResult_t zn_msc_shm_buf_open(struct mscclppComm *c, int peer, const struct z
                                  uint64_t size, void **ptr);
 
 /* p2p_conn.c: the same for P2P connections (opaque bytes; ZN_MSC_P2P_DESC_BYTES long). */
-#define ZN_MSC_P2P_DESC_BYTES 192
+#define ZN_MSC_P2P_DESC_BYTES (2 * sizeof(struct zn_rma_key) + 8)
 ncclResult_t zn_msc_p2p_prepare(struct mscclppComm *c, int i, void *desc);
 ncclResult_t zn_msc_p2p_attach(struct mscclppComm *c, int i, const void *peer_desc);
 
 /* Point connection i's FIFO fields at the communicator's FIFO (made on first use). */
 ncclResult_t zn_msc_p2p_fifo(struct mscclppComm *c, int i);
-/* Copy between host and device on the proxy's stream and wait for it (net staging). */
-ncclResult_t zn_msc_p2p_copy_sync(struct mscclppComm *c, void *dst, const void *src, uint64_t size);
-/* Copy a FIFO data trigger of connection i on the proxy's stream (asynchronous). */
+/* Copy a FIFO data trigger of connection i (asynchronous, on the domain's stream). */
 ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uint64_t src_off,
                              uint64_t size);
 /* Signal: copy the local device epoch to the peer's proxy word (stream-ordered after the
  * copies before it). */
 ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i);
-/* Wait until every copy issued so far is done. */
-ncclResult_t zn_msc_p2p_sync(struct mscclppComm *c);
+/* Wait until every copy issued so far (on any P2P connection) is done. */
+ncclResult_t zn_msc_p2p_sync(struct mscclppComm *c, int i);
 /* Copy size bytes from src (device or host memory) to dst, a peer's mapped buffer, on stream. */
 ncclResult_t zn_msc_p2p_write(void *dst, const void *src, uint64_t size, void *stream);
 /* Share a device buffer with the peer of connection i (mscclppRegisterBuffer): its descriptor,

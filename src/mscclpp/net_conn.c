@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RMA (&zn_transport_net_rma)
+/* The table, looked up as every caller does (a few comparisons per call). */
+#define RMA zn_transport_rma(&zn_transport_net)
 
 /* One IB connection's MSCCL++ side. */
 struct msc_net {

@@ -85,7 +85,7 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
                                  t.fields.srcDataOffset, t.fields.dataSize);
     } else {
         if (res == ncclSuccess && (t.fields.type & mscclppFlag)) res = zn_msc_p2p_signal(c, i);
-        if (res == ncclSuccess && (t.fields.type & mscclppSync)) res = zn_msc_p2p_sync(c);
+        if (res == ncclSuccess && (t.fields.type & mscclppSync)) res = zn_msc_p2p_sync(c, i);
     }
     if (t0) {
         int64_t t1 = zn_now_ns();

@@ -28,7 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RMA (&zn_shm_rma)
+/* The table, looked up as every caller does (a few comparisons per call). */
+#define RMA zn_transport_rma(&zn_transport_shm)
 
 /* The communicator's shm one-sided domain, opened at first use. */
 static ncclResult_t shm_dom(struct mscclppComm *c, void **out)
