@@ -130,7 +130,7 @@ ncclResult_t zn_msc_conn_find(struct mscclppComm *c, const mscclppDevConn_t *dev
  * that segment. */
 struct zn_msc_shm_desc {
     struct zn_rma_key buf, sig;
-    uint64_t sig_off, sig_len;
+    uint64_t sig_off;
 };
 /* Make this rank's signal segment of the round (n_shm SHM connections, npeers distinct
  * peers among them) and fill each new SHM connection's descriptor. */

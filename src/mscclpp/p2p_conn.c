@@ -120,8 +120,13 @@ ncclResult_t zn_msc_p2p_buf_open(struct mscclppComm *c, int peer, const void *de
     void *remote;
     ZN_CHECK(state(c, &s));
     memcpy(&key, desc, sizeof(key));
+    size_t len;
     ZN_CHECK(RMA->key_import(s->dom, peer, &key, &remote));
-    *ptr = RMA->remote_addr(remote);
+    *ptr = RMA->remote_addr(remote, &len);
+    if (size > len)
+        return zn_error(ncclRemoteError, ZN_P2P,
+                        "rank %d registered a buffer of %llu bytes, and its key says %zu", peer,
+                        (unsigned long long)size, len);
     return ncclSuccess;
 }
 
@@ -169,17 +174,19 @@ ncclResult_t zn_msc_p2p_attach(struct mscclppComm *c, int i, const void *peer_de
     struct zn_msc_conn *h = &c->host[i];
     ZN_CHECK(state(c, &s));
     const struct p2p_desc *d = peer_desc;
-    if (d->sig_off > SIG_BYTES - ZN_MSC_SIGNAL_SLOT)
-        return zn_error(ncclRemoteError, ZN_P2P,
-                        "connection to rank %d tag %d: the peer's signal slot at %llu lies "
-                        "outside its signal words",
-                        h->remote_rank, h->tag, (unsigned long long)d->sig_off);
+    size_t buf_len, sig_len;
     ZN_CHECK(RMA->key_import(s->dom, h->remote_rank, &d->buf, &h->rbuf));
     ZN_CHECK(RMA->key_import(s->dom, h->remote_rank, &d->sig, &h->rsig));
+    char *buf = RMA->remote_addr(h->rbuf, &buf_len), *sig = RMA->remote_addr(h->rsig, &sig_len);
+    /* Kernels store into both directly: what the peer declared must lie inside its keys. */
+    if (h->remote_size > buf_len || sig_len < ZN_MSC_SIGNAL_SLOT ||
+        d->sig_off > sig_len - ZN_MSC_SIGNAL_SLOT)
+        return zn_error(ncclRemoteError, ZN_P2P,
+                        "connection to rank %d tag %d: the peer's descriptor is inconsistent",
+                        h->remote_rank, h->tag);
     h->rsig_off = d->sig_off;
-    c->dev[i].remoteBuff = RMA->remote_addr(h->rbuf);
-    c->dev[i].remoteSignalEpochId =
-        (struct mscclppDevConnSignalEpochId *)((char *)RMA->remote_addr(h->rsig) + d->sig_off);
+    c->dev[i].remoteBuff = buf;
+    c->dev[i].remoteSignalEpochId = (struct mscclppDevConnSignalEpochId *)(sig + d->sig_off);
     return ncclSuccess;
 }
 

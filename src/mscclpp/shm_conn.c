@@ -103,7 +103,6 @@ ncclResult_t zn_msc_shm_prepare(struct mscclppComm *c, int first, int n_shm, int
         ZN_CHECK(RMA->ep_open(dom, &a, &h->ep, &unused));
         d->sig = sig_key;
         d->sig_off = (uint64_t)k * ZN_MSC_SIGNAL_SLOT;
-        d->sig_len = sig_len;
         k++;
     }
     return ncclSuccess;
@@ -112,21 +111,20 @@ ncclResult_t zn_msc_shm_prepare(struct mscclppComm *c, int first, int n_shm, int
 ncclResult_t zn_msc_shm_attach(struct mscclppComm *c, int i, const struct zn_msc_shm_desc *peer)
 {
     struct zn_msc_conn *h = &c->host[i];
-    if (peer->sig_len < ZN_MSC_SIGNAL_SLOT || peer->sig_off > peer->sig_len - ZN_MSC_SIGNAL_SLOT)
+    void *dom = c->shm_dom;
+    size_t buf_len, sig_len;
+    ZN_CHECK(RMA->key_import(dom, h->remote_rank, &peer->buf, &h->rbuf));
+    ZN_CHECK(RMA->key_import(dom, h->remote_rank, &peer->sig, &h->rsig));
+    (void)RMA->remote_addr(h->rbuf, &buf_len);
+    char *sig = RMA->remote_addr(h->rsig, &sig_len);
+    /* What the peer declared must lie inside what its keys name. */
+    if (!sig || sig_len < ZN_MSC_SIGNAL_SLOT || peer->sig_off > sig_len - ZN_MSC_SIGNAL_SLOT ||
+        h->remote_size > buf_len)
         return zn_error(ncclRemoteError, ZN_SHM,
                         "connection to rank %d tag %d: the peer's descriptor is inconsistent",
                         h->remote_rank, h->tag);
-    void *dom = c->shm_dom;
-    ZN_CHECK(RMA->key_import(dom, h->remote_rank, &peer->buf, &h->rbuf));
-    ZN_CHECK(RMA->key_import(dom, h->remote_rank, &peer->sig, &h->rsig));
-    char *sig = RMA->remote_addr(h->rsig);
-    if (!sig)
-        return zn_error(ncclRemoteError, ZN_SHM,
-                        "connection to rank %d tag %d: the peer's signal words are not in shared "
-                        "memory",
-                        h->remote_rank, h->tag);
     h->rsig_off = peer->sig_off;
-    c->dev[i].remoteBuff = RMA->remote_addr(h->rbuf); /* NULL: cross-memory attach */
+    c->dev[i].remoteBuff = RMA->remote_addr(h->rbuf, NULL); /* NULL: cross-memory attach */
     c->dev[i].remoteSignalEpochId = (struct mscclppDevConnSignalEpochId *)(sig + peer->sig_off);
     return ncclSuccess;
 }
@@ -319,10 +317,13 @@ ncclResult_t zn_msc_shm_buf_open(struct mscclppComm *c, int peer, const struct z
 {
     void *dom, *remote;
     ZN_CHECK(shm_dom(c, &dom));
+    size_t len;
     ZN_CHECK(RMA->key_import(dom, peer, &d->buf, &remote));
-    *ptr = RMA->remote_addr(remote);
-    if (!*ptr)
+    *ptr = RMA->remote_addr(remote, &len);
+    if (!*ptr || size > len)
         return zn_error(ncclRemoteError, ZN_SHM,
-                        "rank %d registered a buffer that is not in shared memory", peer);
+                        "rank %d registered a buffer of %llu bytes that is not in shared memory "
+                        "or larger than its key says (%zu)",
+                        peer, (unsigned long long)size, len);
     return ncclSuccess;
 }

@@ -773,8 +773,9 @@ static ncclResult_t mem_reg(void *dom, void *buf, size_t len, void **handle)
 
 static void mem_dereg(void *dom, void *handle) {}
 
-static void *remote_addr(void *remote)
+static void *remote_addr(void *remote, size_t *len)
 {
+    if (len) *len = 0;
     return NULL;
 }
 

@@ -96,7 +96,7 @@ ncclResult_t zn_p2p_dom_key_pack(void *dom, void *handle, struct zn_rma_key *key
 ncclResult_t zn_p2p_dom_key_import(void *dom, int peer, const struct zn_rma_key *key,
                                    void **remote);
 ncclResult_t zn_p2p_dom_key_release(void *dom, void *remote);
-void *zn_p2p_dom_remote_addr(void *remote);
+void *zn_p2p_dom_remote_addr(void *remote, size_t *len);
 ncclResult_t zn_p2p_dom_ep_open(void *dom, const struct zn_rma_ep_args *a, struct zn_conn **c,
                                 struct zn_rma_key *desc);
 void zn_p2p_dom_ep_close(struct zn_conn *c);

@@ -292,9 +292,11 @@ ncclResult_t zn_p2p_dom_key_release(void *dom, void *remote)
     return ncclSuccess;
 }
 
-void *zn_p2p_dom_remote_addr(void *remote)
+void *zn_p2p_dom_remote_addr(void *remote, size_t *len)
 {
-    return remote ? ((struct ipc_remote *)remote)->ptr : NULL;
+    const struct ipc_remote *r = remote;
+    if (len) *len = r ? (size_t)r->len : 0;
+    return r ? r->ptr : NULL;
 }
 
 ncclResult_t zn_p2p_dom_ep_open(void *dom, const struct zn_rma_ep_args *a, struct zn_conn **c,

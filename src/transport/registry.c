@@ -139,8 +139,9 @@ ncclResult_t zn_rma_mem_reg_unsupported(void *dom, void *buf, size_t len, void *
 
 void zn_rma_mem_dereg_unsupported(void *dom, void *handle) {}
 
-void *zn_rma_remote_addr_unsupported(void *remote)
+void *zn_rma_remote_addr_unsupported(void *remote, size_t *len)
 {
+    if (len) *len = 0;
     return NULL;
 }
 

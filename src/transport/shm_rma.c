@@ -385,9 +385,11 @@ static ncclResult_t key_release(void *dom, void *remote)
     return ncclSuccess;
 }
 
-static void *remote_addr(void *remote)
+static void *remote_addr(void *remote, size_t *len)
 {
-    return remote ? ((struct shm_remote *)remote)->ptr : NULL;
+    const struct shm_remote *r = remote;
+    if (len) *len = r ? r->len : 0;
+    return r ? r->ptr : NULL;
 }
 
 static ncclResult_t ep_open(void *dom, const struct zn_rma_ep_args *a, struct zn_conn **c,

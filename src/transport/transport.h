@@ -204,8 +204,9 @@ struct zn_transport_rma_ops {
     ncclResult_t (*mem_reg)(void *dom, void *buf, size_t len, void **handle);
     void (*mem_dereg)(void *dom, void *handle);
     /* Where this process reaches an imported region with loads and stores; NULL where it
-     * cannot (shm: memory of the peer's reached by cross-memory attach; net). Pure. */
-    void *(*remote_addr)(void *remote);
+     * cannot (shm: memory of the peer's reached by cross-memory attach; net). *len (if not
+     * NULL): the region's size as its key says. Pure. */
+    void *(*remote_addr)(void *remote, size_t *len);
     /* A one-sided connection to a->peer: this side is made, and *desc is what the peer's
      * ep_connect takes. ep_connect takes the peer's descriptor and its buffer's size;
      * ep_establish finishes the setup without blocking (*done 1 when it has: then the
@@ -284,7 +285,7 @@ ncclResult_t zn_rma_mem_alloc_unsupported(void *dom, size_t len, int nmappers, v
 void zn_rma_mem_free_unsupported(void *dom, void *handle);
 ncclResult_t zn_rma_mem_reg_unsupported(void *dom, void *buf, size_t len, void **handle);
 void zn_rma_mem_dereg_unsupported(void *dom, void *handle);
-void *zn_rma_remote_addr_unsupported(void *remote);
+void *zn_rma_remote_addr_unsupported(void *remote, size_t *len);
 ncclResult_t zn_rma_ep_open_unsupported(void *dom, const struct zn_rma_ep_args *a,
                                         struct zn_conn **c, struct zn_rma_key *desc);
 ncclResult_t zn_rma_ep_connect_unsupported(struct zn_conn *c, const struct zn_rma_key *peer_desc,

@@ -111,7 +111,7 @@ static int rma_setup(struct rank_env *e, struct rma_side *x)
     if (x->shm) {
         CHECK(rma->key_import(x->dom, next, &x->next_in.buf, &x->rdst) == ncclSuccess, "import");
         CHECK(rma->key_import(x->dom, next, &x->next_in.sig, &x->rsig) == ncclSuccess, "import");
-        CHECK(rma->remote_addr(x->rdst) != NULL, "a segment region is not mapped");
+        CHECK(rma->remote_addr(x->rdst, NULL) != NULL, "a segment region is not mapped");
     }
     int64_t deadline = zn_now_ns() + 30ll * 1000000000ll;
     for (;;) {
