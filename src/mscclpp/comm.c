@@ -81,7 +81,7 @@ static void dump_comm(void *obj, void *arg)
         nib += c->host[i].transport == mscclppTransportIB;
         np2p += c->host[i].transport == mscclppTransportP2P;
     }
-    for (const struct zn_msc_seg *s = c->own_bufs; s; s = s->next) own++;
+    for (const struct zn_msc_buf *b = c->own_bufs; b; b = b->next) own++;
     zn_warn(ZN_INIT,
             "state dump: mscclpp comm %p rank %d of %d, %s: %d connections declared (%d SHM, "
             "%d IB, %d P2P), %d set up in %d rounds; %d zincConnMemAlloc buffers, %d "
@@ -113,7 +113,7 @@ static void comm_free(struct mscclppComm *c)
     zn_handle_unlist(&comm_pool, c); /* out of the dump's sight first */
     zn_msc_proxy_free(c);
     for (int i = 0; c->host && i < c->nconns; i++) zn_msc_net_free(&c->host[i]);
-    pthread_mutex_destroy(&c->net_lock);
+    zn_msc_net_fini(c);
     zn_msc_reg_free_all(c);
     zn_msc_p2p_free_all(c);
     zn_msc_shm_free_all(c);
@@ -138,7 +138,6 @@ static ncclResult_t comm_init(struct mscclppComm **out, int nranks, const ncclUn
     ZN_CHECK(zn_handle_alloc(&comm_pool, sizeof(*c), (void **)&c));
     zn_dump_add(dump_all, NULL);
     c->magic = ZN_MSC_COMM_MAGIC;
-    pthread_mutex_init(&c->net_lock, NULL);
     ncclResult_t res;
     c->rank = rank;
     c->nranks = nranks;

@@ -30,7 +30,7 @@ struct conn_wire {
         struct zn_msc_shm_desc shm;
         uint8_t p2p[ZN_MSC_P2P_DESC_BYTES];
         uint8_t net[ZN_MSC_NET_DESC_BYTES];
-        uint8_t bytes[256];
+        uint8_t bytes[384];
     } desc;
 };
 
@@ -112,12 +112,19 @@ static ncclResult_t set_buffer(struct mscclppComm *c, int i, void *buf, uint64_t
                         "connection to rank %d tag %d: buffer %p of %llu bytes", h->remote_rank,
                         h->tag, buf, (unsigned long long)size);
     if (h->transport == mscclppTransportSHM)
-        ZN_CHECK(zn_msc_shm_check_buffer(c, h->remote_rank, h->tag, buf, size, &h->local_seg,
-                                         &h->local_off));
+        ZN_CHECK(zn_msc_shm_check_buffer(c, h->remote_rank, h->tag, buf, size, &h->local_buf));
     else
         ZN_CHECK(check_extent(h, buf, size));
     h->local_size = size;
     c->dev[i].localBuff = buf;
+    /* An IB connection declared without its buffer makes its net side now. */
+    if (h->transport == mscclppTransportIB && h->net) {
+        ncclResult_t res = zn_msc_net_set_buffer(c, i);
+        if (res != ncclSuccess) {
+            c->dev[i].localBuff = NULL;
+            return res;
+        }
+    }
     return ncclSuccess;
 }
 

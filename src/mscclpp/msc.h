@@ -5,9 +5,12 @@
  *
  *   comm.c      communicator lifecycle, bootstrap collectives, errors, logging
  *   conn.c      mscclppConnect / mscclppConnectionSetup: declarations matched with the peers'
- *   shm_conn.c  mscclppTransportSHM: buffers in zinc shm segments, host put/signal/wait/flush
- *   p2p_conn.c  mscclppTransportP2P: GPU buffers and signal words mapped through zinc's p2p
- *   net_conn.c  mscclppTransportIB: connections between hosts over zinc's nets (IB or socket)
+ *   shm_conn.c  mscclppTransportSHM on the shm transport's one-sided table (zn_shm_rma):
+ *               zincConnMemAlloc, host put/signal/wait/flush
+ *   p2p_conn.c  mscclppTransportP2P on the p2p transport's one-sided table (zn_p2p_rma):
+ *               signal words, device-connection fields, the FIFO
+ *   net_conn.c  mscclppTransportIB on the net transport's one-sided table
+ *               (zn_transport_net_rma): signal words, epochs, host waits, FIFO triggers
  *   proxy.c     the FIFO consumer (handles one trigger per call) and its temporary thread
  *   regmem.cc   mscclppRegisterBuffer (C++: mscclppRegisteredMemory holds a std::vector)
  */
@@ -33,11 +36,12 @@
  *   24  unused */
 #define ZN_MSC_SIGNAL_SLOT 64
 
-/* A shared-memory buffer of this rank (zincConnMemAlloc) or of a peer, mapped here. */
-struct zn_msc_seg {
-    struct zn_shm_seg seg;
-    int creator_rank;
-    struct zn_msc_seg *next;
+/* A zincConnMemAlloc buffer: a region of the shm one-sided domain. */
+struct zn_msc_buf {
+    void *ptr;
+    size_t size;
+    void *region; /* zn_shm_rma's handle */
+    struct zn_msc_buf *next;
 };
 
 /* The host side of one connection. */
@@ -48,14 +52,14 @@ struct zn_msc_conn {
     mscclppTransport_t transport;
     uint64_t local_size, remote_size;
     int ready; /* set up by mscclppConnectionSetup */
-    /* SHM: the segment holding localBuff, and where it starts in it (local_seg NULL: any
-     * other host memory). remote_pid is nonzero when the peer's buffer is not in one of its
-     * segments: puts then write remote_addr in process remote_pid (cross-memory attach). */
-    const struct zn_msc_seg *local_seg;
-    uint64_t local_off;
-    int remote_pid;
-    uint64_t remote_addr;
-    /* IB: net_conn.c's state (the net, its connections, the send queue). */
+    /* SHM: the zincConnMemAlloc buffer holding localBuff (NULL: any other host memory, which
+     * the peer reaches by cross-memory attach); the one-sided connection (zn_shm_rma's), the
+     * regions of localBuff and of the peer's buffer and signal slot. */
+    const struct zn_msc_buf *local_buf;
+    struct zn_conn *ep;
+    void *lreg, *rbuf, *rsig;
+    uint64_t rsig_off;
+    /* IB: net_conn.c's state (signal words, epochs); the connection is ep. */
     void *net;
 };
 
@@ -85,11 +89,11 @@ struct mscclppComm {
     mscclppDevConn_t *dev;
     struct zn_msc_conn *host;
 
-    /* Shared memory: this rank's buffers and the peers' buffers mapped here; the signal
-     * segments of every setup round (own and peers'). */
-    struct zn_msc_seg *own_bufs, *peer_bufs, *signal_segs;
+    /* Shared memory: the shm one-sided domain (zn_shm_rma; NULL until first used), which maps
+     * the peers' buffers and signal segments, and this rank's zincConnMemAlloc buffers. */
+    void *shm_dom;
+    struct zn_msc_buf *own_bufs;
     int nrounds;
-    int nallocs;
 
     void *p2p;   /* p2p_conn.c's per-communicator state, NULL until a P2P connection */
     void *proxy; /* proxy.c's state while launched */
@@ -103,8 +107,9 @@ struct mscclppComm {
     struct zn_msc_reg *regs;
     int nregs;
 
-    /* Serialises net_conn.c's progress over every IB connection (proxy and host threads). */
-    pthread_mutex_t net_lock;
+    /* The net one-sided domain of the IB connections (zn_transport_net_rma; NULL until the
+     * first), which serialises progress over them (proxy and host threads). */
+    void *net_dom;
 };
 
 /* Convert to the MSCCL++ type: the values are the same as ncclResult_t's. */
@@ -120,18 +125,11 @@ ncclResult_t zn_msc_comm_check(const struct mscclppComm *c, const char *fn);
 ncclResult_t zn_msc_conn_find(struct mscclppComm *c, const mscclppDevConn_t *dev,
                               struct zn_msc_conn **out);
 
-/* shm_conn.c: the descriptor one side of an SHM connection sends its peer at setup. An empty
- * buf_seg says the buffer is in no zincConnMemAlloc segment: it is buf_addr in process
- * buf_pid, and the peer reaches it with cross-memory attach. */
+/* shm_conn.c: the descriptor one side of an SHM connection sends its peer at setup: the keys
+ * (zn_shm_rma's) of its buffer and of the round's signal segment, and where its slot lies in
+ * that segment. */
 struct zn_msc_shm_desc {
-    char buf_seg[96];
-    uint64_t buf_seg_size;
-    uint64_t buf_off;
-    int32_t buf_pid;
-    uint32_t pad;
-    uint64_t buf_addr;
-    char sig_seg[96];
-    uint64_t sig_seg_size;
+    struct zn_rma_key buf, sig;
     uint64_t sig_off;
 };
 /* Make this rank's signal segment of the round (n_shm SHM connections, npeers distinct
@@ -140,11 +138,11 @@ ncclResult_t zn_msc_shm_prepare(struct mscclppComm *c, int first, int n_shm, int
                                 struct zn_msc_shm_desc *descs);
 /* Map the peer's side of connection i from its descriptor. */
 ncclResult_t zn_msc_shm_attach(struct mscclppComm *c, int i, const struct zn_msc_shm_desc *peer);
-/* Where localBuff of buffSize bytes lies: in a zincConnMemAlloc buffer of this rank (*seg, *off)
- * or, *seg NULL, in other memory of this process; refused if neither or if it runs past the
+/* Where localBuff of buffSize bytes lies: in a zincConnMemAlloc buffer of this rank (*in)
+ * or, *in NULL, in other memory of this process; refused if neither or if it runs past the
  * end of its zincConnMemAlloc buffer. */
 ncclResult_t zn_msc_shm_check_buffer(struct mscclppComm *c, int remote_rank, int tag, void *buf,
-                                     uint64_t size, const struct zn_msc_seg **seg, uint64_t *off);
+                                     uint64_t size, const struct zn_msc_buf **in);
 void zn_msc_shm_free_all(struct mscclppComm *c);
 /* mscclppRegisterBuffer on SHM: describe a zincConnMemAlloc range (buf_* fields of the
  * descriptor), and map a peer's range. */
@@ -154,22 +152,20 @@ ncclResult_t zn_msc_shm_buf_open(struct mscclppComm *c, int peer, const struct z
                                  uint64_t size, void **ptr);
 
 /* p2p_conn.c: the same for P2P connections (opaque bytes; ZN_MSC_P2P_DESC_BYTES long). */
-#define ZN_MSC_P2P_DESC_BYTES 192
+#define ZN_MSC_P2P_DESC_BYTES (2 * sizeof(struct zn_rma_key) + 8)
 ncclResult_t zn_msc_p2p_prepare(struct mscclppComm *c, int i, void *desc);
 ncclResult_t zn_msc_p2p_attach(struct mscclppComm *c, int i, const void *peer_desc);
 
 /* Point connection i's FIFO fields at the communicator's FIFO (made on first use). */
 ncclResult_t zn_msc_p2p_fifo(struct mscclppComm *c, int i);
-/* Copy between host and device on the proxy's stream and wait for it (net staging). */
-ncclResult_t zn_msc_p2p_copy_sync(struct mscclppComm *c, void *dst, const void *src, uint64_t size);
-/* Copy a FIFO data trigger of connection i on the proxy's stream (asynchronous). */
+/* Copy a FIFO data trigger of connection i (asynchronous, on the domain's stream). */
 ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uint64_t src_off,
                              uint64_t size);
 /* Signal: copy the local device epoch to the peer's proxy word (stream-ordered after the
  * copies before it). */
 ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i);
-/* Wait until every copy issued so far is done. */
-ncclResult_t zn_msc_p2p_sync(struct mscclppComm *c);
+/* Wait until every copy issued so far (on any P2P connection) is done. */
+ncclResult_t zn_msc_p2p_sync(struct mscclppComm *c, int i);
 /* Copy size bytes from src (device or host memory) to dst, a peer's mapped buffer, on stream. */
 ncclResult_t zn_msc_p2p_write(void *dst, const void *src, uint64_t size, void *stream);
 /* Share a device buffer with the peer of connection i (mscclppRegisterBuffer): its descriptor,
@@ -179,15 +175,18 @@ ncclResult_t zn_msc_p2p_buf_open(struct mscclppComm *c, int peer, const void *de
                                  void **ptr);
 void zn_msc_p2p_free_all(struct mscclppComm *c);
 
-/* net_conn.c: mscclppTransportIB over zinc's nets. The descriptor is the net's listen handle. */
-#define ZN_MSC_NET_DESC_BYTES 128
+/* net_conn.c: mscclppTransportIB over zinc's nets. The descriptor is the table's (a key). */
+#define ZN_MSC_NET_DESC_BYTES sizeof(struct zn_rma_key)
 ncclResult_t zn_msc_net_declare(struct mscclppComm *c, int i, const char *ib_dev);
+/* The buffer of IB connection i was given after its declaration. */
+ncclResult_t zn_msc_net_set_buffer(struct mscclppComm *c, int i);
 ncclResult_t zn_msc_net_prepare(struct mscclppComm *c, int i, void *desc);
 ncclResult_t zn_msc_net_attach(struct mscclppComm *c, int i, const void *peer_desc);
 /* Connect and accept every net connection of the round, in whatever order the peers do. */
 ncclResult_t zn_msc_net_establish(struct mscclppComm *c);
-/* Move every IB connection's sends and receives on; the caller holds net_lock. A connection
- * that fails keeps its error (reported by the calls on it, and by zn_msc_net_error). */
+/* Move every IB connection's sends and receives on (never blocks: a thread that finds another
+ * doing it leaves it that). A connection that fails keeps its error (reported by the calls on
+ * it, and by zn_msc_net_error). */
 void zn_msc_net_progress(struct mscclppComm *c);
 ncclResult_t zn_msc_net_error(struct mscclppComm *c);
 /* Whether h is an IB connection whose peer closed its side (exited or destroyed its comm). */
@@ -205,6 +204,8 @@ ncclResult_t zn_msc_net_trigger(struct mscclppComm *c, int i, uint64_t type, uin
                                 uint64_t src_off, uint64_t size);
 ncclResult_t zn_msc_net_flush(struct zn_msc_conn *h);
 void zn_msc_net_free(struct zn_msc_conn *h);
+/* Close the net domain (after every connection's zn_msc_net_free). */
+void zn_msc_net_fini(struct mscclppComm *c);
 
 /* regmem.c (regmem.cc declares the first two with int results: the same values and ABI). */
 ncclResult_t zn_msc_register(struct mscclppComm *c, void *mem, uint64_t size, void **remote);

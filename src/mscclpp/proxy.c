@@ -41,9 +41,7 @@ ncclResult_t zn_msc_proxy_progress(struct mscclppComm *c, int *progressed)
     if (p->has_net) {
         /* IB connections: post receives and move queued sends on, so that peers' puts land
          * while this rank's threads do other work. */
-        pthread_mutex_lock(&c->net_lock);
         zn_msc_net_progress(c);
-        pthread_mutex_unlock(&c->net_lock);
         /* Kernels (GPU buffers) cannot see a connection's error: stop and abort their waits. */
         ncclResult_t res = c->fifo_host ? zn_msc_net_error(c) : ncclSuccess;
         if (res != ncclSuccess) return res;
@@ -87,7 +85,7 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
                                  t.fields.srcDataOffset, t.fields.dataSize);
     } else {
         if (res == ncclSuccess && (t.fields.type & mscclppFlag)) res = zn_msc_p2p_signal(c, i);
-        if (res == ncclSuccess && (t.fields.type & mscclppSync)) res = zn_msc_p2p_sync(c);
+        if (res == ncclSuccess && (t.fields.type & mscclppSync)) res = zn_msc_p2p_sync(c, i);
     }
     if (t0) {
         int64_t t1 = zn_now_ns();

@@ -465,7 +465,7 @@ static void *engine_main(void *arg)
     struct zn_gin *g = arg;
     zn_log_rank = g->tctx.rank;
     /* Off the core of a main thread that spins in cudaStreamSynchronize, as the proxy's
-     * progress thread (proxy/netops.c): the kernel waits for every request it queues. */
+     * progress thread (proxy/progress.c): the kernel waits for every request it queues. */
     char cpus[256];
     if (zn_thread_spread(zn_params()->proxy_cpus, cpus, sizeof(cpus)) == 0)
         zn_info(ZN_PROXY, "GIN engine on CPUs %s", cpus);

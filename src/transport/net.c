@@ -400,7 +400,9 @@ int zn_net_transport_strays(void *state)
  * the socket net is the common case, and query cannot see which net init chose). */
 static void net_query(const struct zn_tctx *ctx, int peer, struct zn_transport_props *props)
 {
-    *props = (struct zn_transport_props){ .caps = ZN_TCAP_MSG, .latency_us = 10.0, .bw = 2000.0 };
+    *props = (struct zn_transport_props){ .caps = ZN_TCAP_MSG | ZN_TCAP_RMA,
+                                          .latency_us = 10.0,
+                                          .bw = 2000.0 };
 }
 
 /* Any net reaches every rank. */

@@ -80,6 +80,31 @@ void zn_p2p_reg_unshare(const struct zn_tctx *ctx, uint32_t id, int peer);
  * registered regions of peers. */
 extern const struct zn_transport_collmem_ops zn_p2p_collmem;
 extern const struct zn_transport_rma_ops zn_p2p_rma;
+/* zn_p2p_rma's one-sided use on its own (p2p_rma.c): a domain (tagged by its first word, so
+ * that the table's key slots tell it from zn_transport_p2p's state) shares cudaMalloc memory
+ * through CUDA IPC handles; its connections' puts are copies on the domain's stream. */
+#define ZN_P2P_DOM_MAGIC 0x7a6e703270646f6dull /* "znp2pdom" */
+struct zn_p2p_dom;
+int zn_p2p_is_dom(const void *state);
+ncclResult_t zn_p2p_dom_open(const struct zn_tctx *ctx, void **dom);
+void zn_p2p_dom_close(void *dom);
+ncclResult_t zn_p2p_dom_mem_alloc(void *dom, size_t len, int nmappers, void **ptr, void **handle);
+void zn_p2p_dom_mem_free(void *dom, void *handle);
+ncclResult_t zn_p2p_dom_mem_reg(void *dom, void *buf, size_t len, void **handle);
+void zn_p2p_dom_mem_dereg(void *dom, void *handle);
+ncclResult_t zn_p2p_dom_key_pack(void *dom, void *handle, struct zn_rma_key *key);
+ncclResult_t zn_p2p_dom_key_import(void *dom, int peer, const struct zn_rma_key *key,
+                                   void **remote);
+ncclResult_t zn_p2p_dom_key_release(void *dom, void *remote);
+void *zn_p2p_dom_remote_addr(void *remote, size_t *len);
+ncclResult_t zn_p2p_dom_ep_open(void *dom, const struct zn_rma_ep_args *a, struct zn_conn **c,
+                                struct zn_rma_key *desc);
+void zn_p2p_dom_ep_close(struct zn_conn *c);
+ncclResult_t zn_p2p_dom_put(struct zn_conn *c, void *local, size_t loff, void *remote, size_t roff,
+                            size_t len);
+ncclResult_t zn_p2p_dom_signal(struct zn_conn *c, void *remote, size_t roff, uint64_t value);
+ncclResult_t zn_p2p_dom_flush(struct zn_conn *c);
+
 /* The registrations of a zn_transport_p2p state (NULL state: none), for zero-copy lookups. */
 const struct zn_reg_table *zn_p2p_regs(void *state);
 

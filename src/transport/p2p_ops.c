@@ -21,6 +21,7 @@ struct p2p_conn {
 };
 
 struct p2p_state {
+    uint64_t magic; /* 0: not a one-sided domain (p2p_rma.c's begin with ZN_P2P_DOM_MAGIC) */
     struct zn_tctx ctx;
     int dev;
     struct zn_p2p_reg *svc; /* maps the buffers peers register */
@@ -254,6 +255,7 @@ struct p2p_remote {
 
 static ncclResult_t rma_key_pack(void *state, void *handle, struct zn_rma_key *key)
 {
+    if (zn_p2p_is_dom(state)) return zn_p2p_dom_key_pack(state, handle, key);
     const struct zn_reg_entry *e = handle;
     if (!e) return zn_error(ncclInvalidArgument, ZN_P2P, "p2p: key_pack of a NULL handle");
     struct p2p_key k = { .id = e->id,
@@ -270,6 +272,7 @@ static ncclResult_t rma_key_pack(void *state, void *handle, struct zn_rma_key *k
 static ncclResult_t rma_key_import(void *state, int peer, const struct zn_rma_key *key,
                                    void **remote)
 {
+    if (zn_p2p_is_dom(state)) return zn_p2p_dom_key_import(state, peer, key, remote);
     struct p2p_key k;
     int me = ((struct p2p_state *)state)->ctx.rank;
     if (key->size != sizeof(k))
@@ -293,6 +296,7 @@ static ncclResult_t rma_key_import(void *state, int peer, const struct zn_rma_ke
 
 static ncclResult_t rma_key_release(void *state, void *remote)
 {
+    if (zn_p2p_is_dom(state)) return zn_p2p_dom_key_release(state, remote);
     free(remote);
     return ncclSuccess;
 }
@@ -306,6 +310,9 @@ static int inside(size_t off, size_t len, size_t size)
 static ncclResult_t rma_put(struct zn_conn *c, void *local, size_t loff, void *remote, size_t roff,
                             size_t len)
 {
+    /* A domain's connection (channel -1): p2p_rma.c. One comparison on the data path. */
+    if (((struct zn_conn_hdr *)c)->channel < 0)
+        return zn_p2p_dom_put(c, local, loff, remote, roff, len);
     struct p2p_conn *v = (struct p2p_conn *)c;
     const struct zn_reg_entry *e = local;
     struct p2p_remote *r = remote;
@@ -326,6 +333,7 @@ static ncclResult_t rma_put(struct zn_conn *c, void *local, size_t loff, void *r
 
 static ncclResult_t rma_signal(struct zn_conn *c, void *remote, size_t roff, uint64_t value)
 {
+    if (((struct zn_conn_hdr *)c)->channel < 0) return zn_p2p_dom_signal(c, remote, roff, value);
     struct p2p_conn *v = (struct p2p_conn *)c;
     struct p2p_remote *r = remote;
     if (!r || r->owner != v->hdr.peer || roff % 8 || !inside(roff, 8, r->len))
@@ -339,8 +347,40 @@ static ncclResult_t rma_signal(struct zn_conn *c, void *remote, size_t roff, uin
 
 static ncclResult_t rma_flush(struct zn_conn *c)
 {
+    if (((struct zn_conn_hdr *)c)->channel < 0) return zn_p2p_dom_flush(c);
     struct p2p_conn *v = (struct p2p_conn *)c;
     return zn_cuda_stream_sync(v->stream);
+}
+
+/* Nothing to exchange on a domain's connection: regions travel as keys. */
+static ncclResult_t rma_ep_connect(struct zn_conn *c, const struct zn_rma_key *peer_desc,
+                                   size_t peer_len)
+{
+    return ncclSuccess;
+}
+
+static ncclResult_t rma_ep_establish(struct zn_conn *c, int *done)
+{
+    *done = 1;
+    return ncclSuccess;
+}
+
+static ncclResult_t rma_put_signal(struct zn_conn *c, void *local, size_t loff, void *remote,
+                                   size_t roff, size_t len, void *sremote, size_t sroff,
+                                   uint64_t value)
+{
+    ZN_CHECK(rma_put(c, local, loff, remote, roff, len));
+    return rma_signal(c, sremote, sroff, value);
+}
+
+/* Copies run on the stream by themselves. */
+static void rma_domain_progress(void *dom) {}
+
+/* A peer that exited closes nothing here: the caller's peer watch sees it. */
+static ncclResult_t rma_ep_check(struct zn_conn *c, const char *fn, int *closed)
+{
+    if (closed) *closed = 0;
+    return ncclSuccess;
 }
 
 const struct zn_transport_rma_ops zn_p2p_rma = {
@@ -352,4 +392,18 @@ const struct zn_transport_rma_ops zn_p2p_rma = {
     .put = rma_put,
     .signal = rma_signal,
     .flush = rma_flush,
+    .domain_open = zn_p2p_dom_open,
+    .domain_close = zn_p2p_dom_close,
+    .mem_alloc = zn_p2p_dom_mem_alloc,
+    .mem_free = zn_p2p_dom_mem_free,
+    .mem_reg = zn_p2p_dom_mem_reg,
+    .mem_dereg = zn_p2p_dom_mem_dereg,
+    .remote_addr = zn_p2p_dom_remote_addr,
+    .ep_open = zn_p2p_dom_ep_open,
+    .ep_connect = rma_ep_connect,
+    .ep_establish = rma_ep_establish,
+    .put_signal = rma_put_signal,
+    .domain_progress = rma_domain_progress,
+    .ep_check = rma_ep_check,
+    .ep_close = zn_p2p_dom_ep_close,
 };

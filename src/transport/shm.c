@@ -423,7 +423,7 @@ static void shm_fini(void *state)
  * shm FIFO, executor round included. */
 static void shm_query(const struct zn_tctx *ctx, int peer, struct zn_transport_props *props)
 {
-    *props = (struct zn_transport_props){ .caps = ZN_TCAP_MSG | ZN_TCAP_COLLMEM,
+    *props = (struct zn_transport_props){ .caps = ZN_TCAP_MSG | ZN_TCAP_RMA | ZN_TCAP_COLLMEM,
                                           .latency_us = 3.0,
                                           .bw = 5000.0 };
 }

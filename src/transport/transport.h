@@ -133,35 +133,103 @@ struct zn_transport_ops {
 
 /* What a peer must receive to address a region this rank registered (reg's handle), packed by
  * the owner and imported by the peer: opaque to everyone but the transport that made it, as
- * libfabric's memory keys are. size says how many bytes of data are meaningful. */
-#define ZN_RMA_KEY_MAX 96
+ * libfabric's memory keys are. size says how many bytes of data are meaningful. Also what one
+ * side of a one-sided connection sends the other at setup (ep_open's descriptor: a net's
+ * listen handle is 128 bytes). */
+#define ZN_RMA_KEY_MAX 160
 struct zn_rma_key {
     uint32_t size;
     uint32_t pad;
     uint8_t data[ZN_RMA_KEY_MAX];
 };
 
+/* A one-sided connection of its own (ep_open): this side's buffer, and where the peer's
+ * signals land. */
+struct zn_rma_ep_args {
+    int peer;
+    int tag;         /* the caller's name for the connection, in messages ("tag 3") */
+    const char *dev; /* net: the device to use ("mlx5_0", "mlx5_0:1"); NULL: the net picks */
+    void *buf;       /* this side's buffer: this side's puts read it, the peer's land in it */
+    size_t len;
+    /* The word the peer's signals store into, as this process reaches it (host memory; for
+     * a GPU buffer, mapped pinned memory that kernels poll). */
+    uint64_t *sig;
+};
+
 /* One-sided operations of a transport (in the style of libfabric's fi_ops_rma): a table of its
  * own, with its own size, reached through zn_transport_rma() so that transports without them
- * need no new slots. Connections come from the main table's connect(); regions from its reg().
- * put and signal are only issued here: they complete in order per connection, and flush waits
- * until every one issued before it on c is complete (visible in the peer's memory). */
+ * need no new slots. put and signal are only issued here: they complete in order per
+ * connection, and flush waits until every one issued before it on c is complete (visible in
+ * the peer's memory).
+ *
+ * Two ways in. (1) Through the main table: connections from its connect(), regions from its
+ * reg(), keys from key_pack with the main table's state (p2p: cuda communicators). (2) On their
+ * own (second version of the table), as libmscclpp uses them: a domain per caller
+ * (domain_open) holds what its connections share; regions come from mem_reg / mem_alloc and
+ * connections from ep_open, pairwise, any number per peer; state below is then the domain.
+ * shm and net are reached only this way: their main-table connections carry messages. */
 struct zn_transport_rma_ops {
     size_t size; /* sizeof(struct zn_transport_rma_ops) */
     const char *name;
-    /* The key peers need to address the registered region handle (reg's). */
+    /* The key peers need to address the registered region handle (reg's or mem_reg's). User
+     * thread; never blocks. */
     ncclResult_t (*key_pack)(void *state, void *handle, struct zn_rma_key *key);
-    /* Map a region peer registered (its packed key) for puts and signals; undo it. */
+    /* Map a region peer registered (its packed key) for puts and signals; undo it. User
+     * thread; key_import may wait (bounded by the deadline) for the peer's memory to exist. */
     ncclResult_t (*key_import)(void *state, int peer, const struct zn_rma_key *key, void **remote);
     ncclResult_t (*key_release)(void *state, void *remote);
-    /* Copy len bytes from local region + loff to the peer's region remote + roff. */
+    /* Copy len bytes from local region + loff to the peer's region remote + roff. Never
+     * blocks for the peer (a net queues it; a full queue is waited on, bounded). A net
+     * connection joins one buffer on each side: its remote is NULL (the peer's buffer). */
     ncclResult_t (*put)(struct zn_conn *c, void *local, size_t loff, void *remote, size_t roff,
                         size_t len);
     /* Store value into the 64-bit word at remote + roff (8-byte aligned), after every put issued
-     * before it on c. */
+     * before it on c. On a net connection remote is NULL and the word is the peer's sig
+     * (zn_rma_ep_args). */
     ncclResult_t (*signal)(struct zn_conn *c, void *remote, size_t roff, uint64_t value);
-    /* Block until every put and signal issued on c so far is complete. */
+    /* Block until every put and signal issued on c so far is complete (bounded). */
     ncclResult_t (*flush)(struct zn_conn *c);
+
+    /* --- Second version: one-sided use on its own --------------------------------------- */
+    /* The domain: ctx (copied; its peers, boot and abort flag must outlive the domain) says who
+     * the peers are. User thread; never blocks. close frees what the domain mapped and made,
+     * and every connection still open in it. */
+    ncclResult_t (*domain_open)(const struct zn_tctx *ctx, void **dom);
+    void (*domain_close)(void *dom);
+    /* Memory of this rank that peers map (shm: a segment of its own, zeroed; nmappers processes
+     * in all will map it, after which its name is gone): a region (handle) and its address. */
+    ncclResult_t (*mem_alloc)(void *dom, size_t len, int nmappers, void **ptr, void **handle);
+    void (*mem_free)(void *dom, void *handle);
+    /* Make [buf, buf + len) a region of dom: what put reads from and key_pack describes. */
+    ncclResult_t (*mem_reg)(void *dom, void *buf, size_t len, void **handle);
+    void (*mem_dereg)(void *dom, void *handle);
+    /* Where this process reaches an imported region with loads and stores; NULL where it
+     * cannot (shm: memory of the peer's reached by cross-memory attach; net). *len (if not
+     * NULL): the region's size as its key says. Pure. */
+    void *(*remote_addr)(void *remote, size_t *len);
+    /* A one-sided connection to a->peer: this side is made, and *desc is what the peer's
+     * ep_connect takes. ep_connect takes the peer's descriptor and its buffer's size;
+     * ep_establish finishes the setup without blocking (*done 1 when it has: then the
+     * connection takes puts). User thread. */
+    ncclResult_t (*ep_open)(void *dom, const struct zn_rma_ep_args *a, struct zn_conn **c,
+                            struct zn_rma_key *desc);
+    ncclResult_t (*ep_connect)(struct zn_conn *c, const struct zn_rma_key *peer_desc,
+                               size_t peer_len);
+    ncclResult_t (*ep_establish)(struct zn_conn *c, int *done);
+    /* A put and a signal in one operation (a net sends them as one message). */
+    ncclResult_t (*put_signal)(struct zn_conn *c, void *local, size_t loff, void *remote,
+                               size_t roff, size_t len, void *sremote, size_t sroff,
+                               uint64_t value);
+    /* Move every connection of the domain on (a net's queued sends, its receives). Never
+     * blocks; any thread (the proxy's progress thread, a host thread waiting). */
+    void (*domain_progress)(void *dom);
+    /* Whether c can still be waited on: its sticky error, or ncclRemoteError once the peer
+     * exited or closed its side (what the caller's wait on a signal word needs to give up),
+     * which becomes its sticky error; fn names the caller's operation in the message, and one
+     * non-blocking call into the net may be made. fn NULL asks quietly: the sticky error as
+     * known, nothing checked or logged. *closed (may be NULL): the peer closed its side. */
+    ncclResult_t (*ep_check)(struct zn_conn *c, const char *fn, int *closed);
+    void (*ep_close)(struct zn_conn *c);
 };
 
 /* What collective memory is to hold, for zn_transport_collmem's create. */
@@ -203,6 +271,41 @@ const struct zn_transport_collmem_ops *zn_transport_collmem(const struct zn_tran
 /* The table is of this build's size and fills every slot; else an error naming what is wrong. */
 ncclResult_t zn_transport_check(const struct zn_transport_ops *t);
 ncclResult_t zn_transport_rma_check(const struct zn_transport_rma_ops *t);
+/* The one-sided tables of shm and net (transport/shm_rma.c, transport/net_rma.c; net.h has a
+ * zn_net_rma of its own). */
+extern const struct zn_transport_rma_ops zn_shm_rma;
+extern const struct zn_transport_rma_ops zn_transport_net_rma;
+
+/* The second version's slots of a one-sided table without one-sided use on its own (p2p's
+ * host-issued puts need the main table's state): designated initializers for every one. */
+ncclResult_t zn_rma_domain_open_unsupported(const struct zn_tctx *ctx, void **dom);
+void zn_rma_domain_close_unsupported(void *dom);
+ncclResult_t zn_rma_mem_alloc_unsupported(void *dom, size_t len, int nmappers, void **ptr,
+                                          void **handle);
+void zn_rma_mem_free_unsupported(void *dom, void *handle);
+ncclResult_t zn_rma_mem_reg_unsupported(void *dom, void *buf, size_t len, void **handle);
+void zn_rma_mem_dereg_unsupported(void *dom, void *handle);
+void *zn_rma_remote_addr_unsupported(void *remote, size_t *len);
+ncclResult_t zn_rma_ep_open_unsupported(void *dom, const struct zn_rma_ep_args *a,
+                                        struct zn_conn **c, struct zn_rma_key *desc);
+ncclResult_t zn_rma_ep_connect_unsupported(struct zn_conn *c, const struct zn_rma_key *peer_desc,
+                                           size_t peer_len);
+ncclResult_t zn_rma_ep_establish_unsupported(struct zn_conn *c, int *done);
+ncclResult_t zn_rma_put_signal_unsupported(struct zn_conn *c, void *local, size_t loff,
+                                           void *remote, size_t roff, size_t len, void *sremote,
+                                           size_t sroff, uint64_t value);
+void zn_rma_domain_progress_unsupported(void *dom);
+ncclResult_t zn_rma_ep_check_unsupported(struct zn_conn *c, const char *fn, int *closed);
+void zn_rma_ep_close_unsupported(struct zn_conn *c);
+#define ZN_RMA_V2_UNSUPPORTED                                                                     \
+    .domain_open = zn_rma_domain_open_unsupported,                                                \
+    .domain_close = zn_rma_domain_close_unsupported, .mem_alloc = zn_rma_mem_alloc_unsupported,   \
+    .mem_free = zn_rma_mem_free_unsupported, .mem_reg = zn_rma_mem_reg_unsupported,               \
+    .mem_dereg = zn_rma_mem_dereg_unsupported, .remote_addr = zn_rma_remote_addr_unsupported,     \
+    .ep_open = zn_rma_ep_open_unsupported, .ep_connect = zn_rma_ep_connect_unsupported,           \
+    .ep_establish = zn_rma_ep_establish_unsupported, .put_signal = zn_rma_put_signal_unsupported, \
+    .domain_progress = zn_rma_domain_progress_unsupported,                                        \
+    .ep_check = zn_rma_ep_check_unsupported, .ep_close = zn_rma_ep_close_unsupported
 
 /* The "unsupported" stubs of the optional slots. */
 ncclResult_t zn_transport_reg_unsupported(void *state, void *buf, size_t len, void **handle);

@@ -21,7 +21,9 @@
  *             and direction, completion in posting order
  *   duplex    64 MB each way at once between partners: no deadlock
  *   mismatch  a receive posted with another length fails with ncclInvalidUsage naming the peer
- *   onesided  without ZN_TCAP_RMA, put / signal / flush on a connection (and the key calls)
+ *   onesided  with one-sided operations of their own (shm, net): a domain, connections to
+ *             both ring neighbours, put + signal and put_signal checked byte for byte;
+ *             without ZN_TCAP_RMA, put / signal / flush on a connection (and the key calls)
  *             fail with ncclInvalidUsage naming the transport and the operation
  *   collmem   ZN_TCAP_COLLMEM matches zn_transport_collmem; shm's arena made through it is
  *             shared: every rank reads every peer's slot pattern

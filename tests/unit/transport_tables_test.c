@@ -21,6 +21,8 @@ ZT_TEST(every_table_passes_its_check)
     for (int i = 0; i < ZN_NTRANSPORTS; i++) ZT_EQ_INT(zn_transport_check(zn_transports[i]), 0);
     ZT_EQ_INT(zn_transport_check(&zn_transport_p2p), 0);
     ZT_EQ_INT(zn_transport_rma_check(&zn_p2p_rma), 0);
+    ZT_EQ_INT(zn_transport_rma_check(&zn_shm_rma), 0);
+    ZT_EQ_INT(zn_transport_rma_check(&zn_transport_net_rma), 0);
     ZT_EQ_INT(zn_transport_rma_check(&zn_transport_rma_unsupported), 0);
     ZT_EQ_INT(zn_shm_collmem.size, sizeof(struct zn_transport_collmem_ops));
     ZT_EQ_INT(zn_p2p_collmem.size, sizeof(struct zn_transport_collmem_ops));
@@ -36,6 +38,11 @@ ZT_TEST(checks_refuse_short_and_holed_tables)
     t.flush = NULL;
     ZT_EQ_INT(zn_transport_rma_check(&t), ncclInternalError);
     ZT_ASSERT(strstr(zn_last_error(), "flush"));
+    /* The second version's slots are checked too. */
+    t = zn_shm_rma;
+    t.ep_close = NULL;
+    ZT_EQ_INT(zn_transport_rma_check(&t), ncclInternalError);
+    ZT_ASSERT(strstr(zn_last_error(), "ep_close"));
     struct zn_transport_ops o = zn_transport_p2p;
     o.dereg = NULL;
     ZT_EQ_INT(zn_transport_check(&o), ncclInternalError);
@@ -58,6 +65,8 @@ ZT_TEST(lookups_match_capabilities)
         ZT_EQ_INT(zn_transport_collmem(all[i]) != NULL, !!(props.caps & ZN_TCAP_COLLMEM));
     }
     ZT_ASSERT(zn_transport_rma(&zn_transport_p2p) == &zn_p2p_rma);
+    ZT_ASSERT(zn_transport_rma(&zn_transport_shm) == &zn_shm_rma);
+    ZT_ASSERT(zn_transport_rma(&zn_transport_net) == &zn_transport_net_rma);
     ZT_ASSERT(zn_transport_collmem(&zn_transport_shm) == &zn_shm_collmem);
     ZT_ASSERT(zn_transport_collmem(&zn_transport_p2p) == &zn_p2p_collmem);
     /* p2p carries no messages: it never claims a pair of host ranks. */
