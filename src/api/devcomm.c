@@ -41,6 +41,7 @@ struct zn_devcomm {
     struct ncclWindow_vidmem *reswin; /* device copy of the resource window's record */
     void *table;                      /* device copy of the window tables */
     struct zn_devgin *gin;            /* GIN to ranks outside the LSA team, or NULL */
+    int retired;                      /* ncclDevCommDestroy'd, freed with its communicator */
     struct zn_devcomm *next;
 };
 
@@ -375,22 +376,33 @@ ZN_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm_t *d
         return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommDestroy: devComm is NULL");
     pthread_mutex_lock(&devcomm_lock);
     struct zn_devcomm **p = &devcomms;
-    while (*p && !((*p)->comm == comm && (void *)(*p)->reswin == (void *)devComm->resourceWindow))
+    while (*p && ((*p)->retired ||
+                  !((*p)->comm == comm && (void *)(*p)->reswin == (void *)devComm->resourceWindow)))
         p = &(*p)->next;
     struct zn_devcomm *d = *p;
-    if (d) *p = d->next;
+    /* LSA peers map this rank's arena: it stays (retired) until the communicator goes, as its
+     * other arenas do, so that a peer's kernel still storing into it stores into live memory.
+     * No barrier here: nccl-tests (-g N) destroys the device communicators of all its GPUs one
+     * after the other from one thread, where a barrier would wait for itself. */
+    int keep = d && d->p2p && !d->gin;
+    if (d && keep)
+        d->retired = 1;
+    else if (d)
+        *p = d->next;
     pthread_mutex_unlock(&devcomm_lock);
     if (!d)
         return zn_error(ncclInvalidArgument, ZN_CALL,
                         "ncclDevCommDestroy: devComm %p was not made by ncclDevCommCreate on comm "
                         "%p (destroyed already?)",
                         (const void *)devComm, (void *)comm);
-    /* Peers' kernels store into this rank's resources until they are done with the device
-     * communicator: every rank finishes its own kernels, then all agree, then all free. */
+    /* This rank's kernels are done with it before anything goes. */
     int cur = zn_cuda_current_device();
     if (cur != comm->cuda_dev) zn_cuda_set_device(comm->cuda_dev);
     zn_cuda_device_sync();
     if (cur >= 0 && cur != comm->cuda_dev) zn_cuda_set_device(cur);
+    if (keep) return ncclSuccess;
+    /* GIN between hosts: the engines drain what is queued to each other (one rank per
+     * process there), then every rank agrees before anything is freed. */
     ncclResult_t res = d->p2p ? zn_boot_barrier(comm->boot) : ncclSuccess;
     devcomm_free(d, 1);
     return res;
