@@ -4,7 +4,7 @@
  */
 #include "zinc-info-cuda.h"
 
-#include "transport/p2p.h"
+#include "transport/gpu_peer.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
  * Helpers shared by the algorithms built from messages between two ranks (ring, rd, tree,
  * pairwise): segment and chunk arithmetic, ring positions, message steps that skip empty
- * messages, and the one-rank plan. (zn_p2p_* is the GPU peer transport, transport/p2p.h.)
+ * messages, and the one-rank plan. (zn_p2p_* is the GPU peer transport, transport/gpu_peer.h.)
  *
  * Every size here is computed the same way on both ends of a message, which is what lets the
  * algorithms skip zero-byte messages on both sides without telling each other.

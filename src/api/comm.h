@@ -10,7 +10,7 @@
 #include "exec/cuda_exec.h"
 #include "exec/exec.h"
 #include "transport/conns.h"
-#include "transport/p2p.h"
+#include "transport/gpu_peer.h"
 #include "transport/peer.h"
 #include "transport/shm_arena.h"
 #include "util/err.h"

@@ -23,7 +23,7 @@
  */
 #include "devapi.h"
 #include "group.h"
-#include "transport/p2p.h"
+#include "transport/gpu_peer.h"
 #include "util/cuda.h"
 
 #include <limits.h>

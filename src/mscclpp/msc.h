@@ -9,7 +9,7 @@
  *               zincConnMemAlloc, host put/signal/wait/flush
  *   p2p_conn.c  mscclppTransportP2P on the p2p transport's one-sided table (zn_p2p_rma):
  *               signal words, device-connection fields, the FIFO
- *   net_conn.c  mscclppTransportIB on the net transport's one-sided table
+ *   ib_conn.c  mscclppTransportIB on the net transport's one-sided table
  *               (zn_transport_net_rma): signal words, epochs, host waits, FIFO triggers
  *   proxy.c     the FIFO consumer (handles one trigger per call) and its temporary thread
  *   regmem.cc   mscclppRegisterBuffer (C++: mscclppRegisteredMemory holds a std::vector)
@@ -59,7 +59,7 @@ struct zn_msc_conn {
     struct zn_conn *ep;
     void *lreg, *rbuf, *rsig;
     uint64_t rsig_off;
-    /* IB: net_conn.c's state (signal words, epochs); the connection is ep. */
+    /* IB: ib_conn.c's state (signal words, epochs); the connection is ep. */
     void *net;
 };
 
@@ -175,7 +175,7 @@ ncclResult_t zn_msc_p2p_buf_open(struct mscclppComm *c, int peer, const void *de
                                  void **ptr);
 void zn_msc_p2p_free_all(struct mscclppComm *c);
 
-/* net_conn.c: mscclppTransportIB over zinc's nets. The descriptor is the table's (a key). */
+/* ib_conn.c: mscclppTransportIB over zinc's nets. The descriptor is the table's (a key). */
 #define ZN_MSC_NET_DESC_BYTES sizeof(struct zn_rma_key)
 ncclResult_t zn_msc_net_declare(struct mscclppComm *c, int i, const char *ib_dev);
 /* The buffer of IB connection i was given after its declaration. */

@@ -1,6 +1,6 @@
 /*
  * mscclppTransportP2P: connections between GPUs of one host, one process per rank, on the p2p
- * transport's one-sided table (zn_p2p_rma used on its own, transport/p2p_rma.c: buffers and
+ * transport's one-sided table (zn_p2p_rma used on its own, transport/gpu_peer_rma.c: buffers and
  * signal words shared through CUDA IPC handles, as MSCCL++ 0.1 does, and the copies on the
  * domain's stream).
  *

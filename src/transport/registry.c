@@ -1,6 +1,6 @@
 /* The transport registry and helpers shared by all transports. */
 #include "transport.h"
-#include "p2p.h"
+#include "gpu_peer.h"
 #include "shm_arena.h"
 #include "util/err.h"
 

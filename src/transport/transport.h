@@ -242,7 +242,7 @@ struct zn_collmem_args {
 /* Collective memory: one region per rank that the other ranks of the communicator map and
  * reach with loads and stores (the shm transport's arena in /dev/shm, the p2p transport's in
  * device memory). create is collective and blocks, bounded by the deadline; the handle is the
- * transport's own type (transport/shm_arena.h, transport/p2p.h say what it is). */
+ * transport's own type (transport/shm_arena.h, transport/gpu_peer.h say what it is). */
 struct zn_transport_collmem_ops {
     size_t size; /* sizeof(struct zn_transport_collmem_ops) */
     const char *name;
@@ -258,7 +258,7 @@ extern const struct zn_transport_ops *const zn_transports[ZN_NTRANSPORTS];
 extern const struct zn_transport_ops zn_transport_shm;
 extern const struct zn_transport_ops zn_transport_net; /* over a net of src/net: TCP, IB, plugins */
 /* The p2p transport (GPU memory mapped between GPUs) carries no messages, so it is not among
- * zn_transports; setup of cuda communicators uses it (transport/p2p.h). */
+ * zn_transports; setup of cuda communicators uses it (transport/gpu_peer.h). */
 extern const struct zn_transport_ops zn_transport_p2p;
 
 /* t's one-sided table; zn_transport_rma_unsupported (every slot an error naming the transport)

@@ -60,7 +60,7 @@ int zn_sock_accept(int lfd, int64_t deadline, const atomic_int *abort_flag, int 
 int zn_sock_try_accept(int lfd, int *fd);
 /* For an accepted Unix-domain socket: 1 if the process at the other end runs as this
  * process's effective user (SO_PEERCRED), else 0 (another user, or no credentials). The local
- * services that hand out GPU memory (transport/p2p.c) serve only their own user. */
+ * services that hand out GPU memory (transport/gpu_peer.c) serve only their own user. */
 int zn_sock_peer_is_self_user(int fd);
 
 int zn_sock_send_all(int fd, const void *buf, size_t len, int64_t deadline,

@@ -8,7 +8,7 @@
  */
 #include "bootstrap/bootstrap.h"
 #include "proxy/service.h"
-#include "transport/p2p.h"
+#include "transport/gpu_peer.h"
 #include "transport/peer.h"
 #include "util/err.h"
 

@@ -1,6 +1,6 @@
-/* Unit tests of the GPU ring search (transport/p2p.h): which GPUs of a host a cuda communicator
+/* Unit tests of the GPU ring search (transport/gpu_peer.h): which GPUs of a host a cuda communicator
  * puts on a ring when not every pair can map each other's memory. */
-#include "transport/p2p.h"
+#include "transport/gpu_peer.h"
 #include "zt.h"
 
 #include <string.h>

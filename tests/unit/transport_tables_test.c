@@ -6,7 +6,7 @@
  * exactly the ranges registered.
  */
 #include "proxy/service.h"
-#include "transport/p2p.h"
+#include "transport/gpu_peer.h"
 #include "transport/reg.h"
 #include "transport/shm_arena.h"
 #include "transport/transport.h"

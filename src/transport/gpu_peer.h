@@ -10,8 +10,8 @@
  * where cuMem file descriptors are not available, a cudaMalloc allocation shared with a legacy CUDA
  * IPC handle. Setup is collective over the communicator and bounded by ZINC_TIMEOUT.
  */
-#ifndef ZN_TRANSPORT_P2P_H
-#define ZN_TRANSPORT_P2P_H
+#ifndef ZN_TRANSPORT_GPU_PEER_H
+#define ZN_TRANSPORT_GPU_PEER_H
 
 #include "reg.h"
 #include "transport.h"
@@ -70,7 +70,7 @@ ncclResult_t zn_p2p_reg_share(const struct zn_tctx *ctx, int fd, size_t size, ui
                               void **peer_ptr);
 void zn_p2p_reg_unshare(const struct zn_tctx *ctx, uint32_t id, int peer);
 
-/* The transport's tables (p2p_ops.c). zn_transport_p2p: init starts the registration service
+/* The transport's tables (gpu_peer_ops.c). zn_transport_p2p: init starts the registration service
  * (a local call, on the rank's GPU of its peer info); connect gives a connection for one-sided
  * operations; reg shares a buffer's cuMem allocation with every peer and records it in the
  * state's registration table (other memory: *handle NULL, nothing registered); dereg waits for
@@ -80,7 +80,7 @@ void zn_p2p_reg_unshare(const struct zn_tctx *ctx, uint32_t id, int peer);
  * registered regions of peers. */
 extern const struct zn_transport_collmem_ops zn_p2p_collmem;
 extern const struct zn_transport_rma_ops zn_p2p_rma;
-/* zn_p2p_rma's one-sided use on its own (p2p_rma.c): a domain (tagged by its first word, so
+/* zn_p2p_rma's one-sided use on its own (gpu_peer_rma.c): a domain (tagged by its first word, so
  * that the table's key slots tell it from zn_transport_p2p's state) shares cudaMalloc memory
  * through CUDA IPC handles; its connections' puts are copies on the domain's stream. */
 #define ZN_P2P_DOM_MAGIC 0x7a6e703270646f6dull /* "znp2pdom" */

@@ -1,6 +1,6 @@
 /*
  * The p2p transport's one-sided operations on their own (the second part of zn_p2p_rma, which
- * p2p_ops.c's table points at): connections between GPUs of one host, one process per rank,
+ * gpu_peer_ops.c's table points at): connections between GPUs of one host, one process per rank,
  * as libmscclpp's P2P connections make them.
  *
  * Memory is shared through legacy CUDA IPC handles (util/cuda.c), as MSCCL++ 0.1 does: a
@@ -17,7 +17,7 @@
  * those 8 bytes, which the copy engine keeps behind the data before it. flush waits for the
  * stream.
  */
-#include "p2p.h"
+#include "gpu_peer.h"
 #include "util/cuda.h"
 #include "util/err.h"
 

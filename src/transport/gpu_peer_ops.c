@@ -7,7 +7,7 @@
  * collectives through the arenas, and registered buffers are mapped by every peer for
  * zero-copy kernels and one-sided puts.
  */
-#include "p2p.h"
+#include "gpu_peer.h"
 #include "util/err.h"
 #include "util/param.h"
 
@@ -21,7 +21,7 @@ struct p2p_conn {
 };
 
 struct p2p_state {
-    uint64_t magic; /* 0: not a one-sided domain (p2p_rma.c's begin with ZN_P2P_DOM_MAGIC) */
+    uint64_t magic; /* 0: not a one-sided domain (gpu_peer_rma.c's begin with ZN_P2P_DOM_MAGIC) */
     struct zn_tctx ctx;
     int dev;
     struct zn_p2p_reg *svc; /* maps the buffers peers register */
@@ -310,7 +310,7 @@ static int inside(size_t off, size_t len, size_t size)
 static ncclResult_t rma_put(struct zn_conn *c, void *local, size_t loff, void *remote, size_t roff,
                             size_t len)
 {
-    /* A domain's connection (channel -1): p2p_rma.c. One comparison on the data path. */
+    /* A domain's connection (channel -1): gpu_peer_rma.c. One comparison on the data path. */
     if (((struct zn_conn_hdr *)c)->channel < 0)
         return zn_p2p_dom_put(c, local, loff, remote, roff, len);
     struct p2p_conn *v = (struct p2p_conn *)c;

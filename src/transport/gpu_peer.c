@@ -1,7 +1,7 @@
 /*
  * The p2p transport: arenas in device memory mapped by every GPU of the communicator.
  */
-#include "p2p.h"
+#include "gpu_peer.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/param.h"
