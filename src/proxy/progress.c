@@ -219,6 +219,8 @@ static void *progress_main(void *arg)
                 *want ? "ZINC_PROXY_CPUS=" : "the CPUs the system allows", want, strerror(err));
     else
         zn_info(ZN_PROXY, "proxy: progress thread on CPUs %s", cpus);
+    /* Named for top -H, gdb and tests/proxy/progress_affinity_test.c. */
+    pthread_setname_np(pthread_self(), "zinc-progress");
     long nap_ns = 0;
     while (!atomic_load(&np.stop)) {
         int r = pass();
