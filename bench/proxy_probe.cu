@@ -27,13 +27,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CK(x)                                                                      \
-    do {                                                                           \
-        cudaError_t e_ = (x);                                                      \
-        if (e_ != cudaSuccess) {                                                   \
+#define CK(x)                                                                     \
+    do {                                                                          \
+        cudaError_t e_ = (x);                                                     \
+        if (e_ != cudaSuccess) {                                                  \
             fprintf(stderr, "proxy_probe: %s: %s\n", #x, cudaGetErrorString(e_)); \
-            exit(1);                                                               \
-        }                                                                          \
+            exit(1);                                                              \
+        }                                                                         \
     } while (0)
 
 __device__ __forceinline__ uint64_t load_acquire(const uint64_t *p)
@@ -122,8 +122,8 @@ static void proxy2(int dev, const char *variant, volatile uint64_t *req, uint64_
 }
 
 // Rank r of the two-process ping-pong: rank 0 signals then waits, rank 1 waits then signals.
-__global__ void pongKernel(int rank, uint64_t *req, const uint64_t *flag, uint64_t *src,
-                           int iters, unsigned long long *ns)
+__global__ void pongKernel(int rank, uint64_t *req, const uint64_t *flag, uint64_t *src, int iters,
+                           unsigned long long *ns)
 {
     uint64_t t0, t1;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
@@ -183,11 +183,12 @@ static int two_process(int iters)
     // events, as msc-perf does; PROBE_KCOPY=1: the proxy stores the signal with a kernel.
     int legacy = getenv("PROBE_LEGACY") != nullptr;
     const char *variant = getenv("PROBE_SIGNAL") ? getenv("PROBE_SIGNAL") : "copy";
-    std::thread t = getenv("PROBE_KCOPY")
-                        ? std::thread(proxy, rank, K_COPY, (volatile uint64_t *)host, nullptr, peer,
-                                      nullptr, dev + 64, ps, iters, &quit)
-                        : std::thread(proxy2, rank, variant, (volatile uint64_t *)host, peer,
-                                      dev + 64, peer + 128, dev + 128, host + 256, ps, iters, &quit);
+    std::thread t =
+        getenv("PROBE_KCOPY")
+            ? std::thread(proxy, rank, K_COPY, (volatile uint64_t *)host, nullptr, peer, nullptr,
+                          dev + 64, ps, iters, &quit)
+            : std::thread(proxy2, rank, variant, (volatile uint64_t *)host, peer, dev + 64,
+                          peer + 128, dev + 128, host + 256, ps, iters, &quit);
     if (legacy) {
         cudaEvent_t e0, e1;
         CK(cudaEventCreate(&e0));
@@ -207,8 +208,8 @@ static int two_process(int iters)
     unsigned long long kns = 0;
     CK(cudaMemcpy(&kns, ns, sizeof(kns), cudaMemcpyDeviceToHost));
     if (rank == 0) {
-        printf("%-12s %9.2f us per half round trip (two processes, IPC, %s, %s)\n",
-               "ipc-2proc", kns / 2e3 / iters, getenv("PROBE_KCOPY") ? "store kernel" : variant,
+        printf("%-12s %9.2f us per half round trip (two processes, IPC, %s, %s)\n", "ipc-2proc",
+               kns / 2e3 / iters, getenv("PROBE_KCOPY") ? "store kernel" : variant,
                legacy ? "legacy stream, 1024 threads" : "own stream, 1 thread");
         int st = 0;
         waitpid(pid, &st, 0);

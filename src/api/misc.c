@@ -96,8 +96,8 @@ ZN_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm)
 /* Host communicators read and write user memory directly, so registration has nothing to pin
  * or map: the handle only records the range, so that deregistration can be checked. On a cuda
  * communicator whose GPUs all map each other, the p2p transport registers the buffer too
- * (transport/gpu_peer.h: a cuMem allocation that can be exported, as ncclMemAlloc makes, is mapped by
- * every peer), and allreduces whose buffers are all registered then run zero-copy
+ * (transport/gpu_peer.h: a cuMem allocation that can be exported, as ncclMemAlloc makes, is mapped
+ * by every peer), and allreduces whose buffers are all registered then run zero-copy
  * (exec/cuda_exec.c). Other memory stays bookkeeping only. */
 struct zn_reg {
     uint64_t magic;

@@ -16,18 +16,8 @@
 namespace zn
 {
 
-/* The launch arguments with room for N operations: a group of a few sends and receives is
- * launched with a small parameter block (the full one is ~13 KB, which the launch copies every
- * time). */
-template <int N> struct P2pArgs {
-    struct zn_dev_comm comm;
-    int32_t nops;
-    int32_t nch;
-    struct zn_dev_p2p_op ops[N];
-};
-
-template <typename A>
-__global__ void __launch_bounds__(ZN_DEV_THREADS) sendrecv_kernel(const __grid_constant__ A a)
+__global__ void __launch_bounds__(ZN_DEV_THREADS)
+    sendrecv_kernel(const __grid_constant__ zn_dev_p2p_args a)
 {
     __shared__ Chan s;
     __shared__ uint64_t done[ZN_DEV_MAX_P2P];
@@ -126,16 +116,6 @@ out:
 
 extern "C" int zn_dev_launch_p2p(const struct zn_dev_p2p_args *a, void *stream)
 {
-    constexpr int small = 8;
-    if (a->nops <= small) {
-        zn::P2pArgs<small> k;
-        k.comm = a->comm;
-        k.nops = a->nops;
-        k.nch = a->nch;
-        for (int i = 0; i < a->nops; i++) k.ops[i] = a->ops[i];
-        zn::sendrecv_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(k);
-    } else {
-        zn::sendrecv_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(*a);
-    }
+    zn::sendrecv_kernel<<<a->nch, ZN_DEV_THREADS, 0, (cudaStream_t)stream>>>(*a);
     return (int)cudaGetLastError();
 }

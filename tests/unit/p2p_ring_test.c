@@ -1,5 +1,5 @@
-/* Unit tests of the GPU ring search (transport/gpu_peer.h): which GPUs of a host a cuda communicator
- * puts on a ring when not every pair can map each other's memory. */
+/* Unit tests of the GPU ring search (transport/gpu_peer.h): which GPUs of a host a cuda
+ * communicator puts on a ring when not every pair can map each other's memory. */
 #include "transport/gpu_peer.h"
 #include "zt.h"
 
