@@ -21,6 +21,12 @@
  *                                    one; a device communicator with LSA barriers works (the
  *                                    LSA kernel on a team of one), and one asking for GIN
  *                                    signals is made (GIN through the host engine)
+ *   gpu_devapi oneproc [N]           one process drives N GPUs (default: all, at least 2), as
+ *                                    nccl-tests -g N does: ncclCommInitAll, windows registered
+ *                                    and device communicators made in groups (the latter with
+ *                                    the last GPU current), then an allreduce kernel per GPU
+ *                                    that reads every peer's send window and writes the sum
+ *                                    into every peer's receive window, between LSA barriers
  */
 #include <nccl.h>
 #include <nccl_device.h>
@@ -385,9 +391,117 @@ static void run_hosts(ncclComm_t comm)
     NCCLCHECK(ncclMemFree(buf));
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* oneproc: one process, every GPU a rank; windows send[count] and recv[count] (floats)      */
+
+__global__ void oneproc_kernel(ncclDevComm comm, ncclWindow_t send, ncclWindow_t recv, int count)
+{
+    ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), comm, ncclTeamLsa(comm), comm.lsaBarrier,
+                                           blockIdx.x);
+    bar.sync(ncclCoopCta(), cuda::memory_order_acquire);
+    int n = comm.lsaSize;
+    /* Rank r sums the elements r, r + n, ... of every stride: each element is written once. */
+    int first = threadIdx.x + blockDim.x * (comm.lsaRank + blockIdx.x * n);
+    for (int i = first; i < count; i += blockDim.x * gridDim.x * n) {
+        float v = 0;
+        for (int p = 0; p < n; p++) v += ((const float *)ncclGetLsaPointer(send, 0, p))[i];
+        for (int p = 0; p < n; p++) ((float *)ncclGetLsaPointer(recv, 0, p))[i] = v;
+    }
+    bar.sync(ncclCoopCta(), cuda::memory_order_release);
+}
+
+static int run_oneproc(int want)
+{
+    int ndev = 0;
+    CUDACHECK(cudaGetDeviceCount(&ndev));
+    int n = want > 0 ? want : ndev;
+    if (ndev < 2 || n > ndev) {
+        printf("gpu_devapi oneproc: %d GPUs wanted, %d here: skipped\n", n, ndev);
+        return 77;
+    }
+    nranks = n;
+    const int count = 100000, blocks = 8;
+    const size_t bytes = count * sizeof(float);
+    std::vector<int> devs(n);
+    std::vector<ncclComm_t> comms(n);
+    std::vector<void *> sendbuf(n), recvbuf(n);
+    std::vector<ncclWindow_t> sendwin(n), recvwin(n);
+    std::vector<ncclDevComm_t> dev(n);
+    std::vector<cudaStream_t> streams(n);
+    for (int d = 0; d < n; d++) devs[d] = d;
+    NCCLCHECK(ncclCommInitAll(comms.data(), n, devs.data()));
+    for (int d = 0; d < n; d++) {
+        CUDACHECK(cudaSetDevice(d));
+        CUDACHECK(cudaStreamCreateWithFlags(&streams[d], cudaStreamNonBlocking));
+        NCCLCHECK(ncclMemAlloc(&sendbuf[d], bytes));
+        NCCLCHECK(ncclMemAlloc(&recvbuf[d], bytes));
+    }
+    NCCLCHECK(ncclGroupStart());
+    for (int d = 0; d < n; d++) {
+        CUDACHECK(cudaSetDevice(d));
+        NCCLCHECK(ncclCommWindowRegister(comms[d], sendbuf[d], bytes, &sendwin[d],
+                                         NCCL_WIN_COLL_SYMMETRIC));
+        NCCLCHECK(ncclCommWindowRegister(comms[d], recvbuf[d], bytes, &recvwin[d],
+                                         NCCL_WIN_COLL_SYMMETRIC));
+    }
+    NCCLCHECK(ncclGroupEnd());
+    /* nccl-tests makes the device communicators with whatever GPU its last loop left current. */
+    ncclDevCommRequirements_t reqs;
+    memset(&reqs, 0, sizeof(reqs));
+    reqs.lsaBarrierCount = blocks;
+    NCCLCHECK(ncclGroupStart());
+    for (int d = 0; d < n; d++) NCCLCHECK(ncclDevCommCreate(comms[d], &reqs, &dev[d]));
+    NCCLCHECK(ncclGroupEnd());
+    std::vector<float> in(count), out(count);
+    for (int round = 0; round < 2; round++) {
+        for (int d = 0; d < n; d++) {
+            for (int i = 0; i < count; i++) in[i] = lsa_input(d, i % 1000, round);
+            CUDACHECK(cudaSetDevice(d));
+            CUDACHECK(cudaMemcpy(sendbuf[d], in.data(), bytes, cudaMemcpyHostToDevice));
+            CUDACHECK(cudaMemset(recvbuf[d], 0, bytes));
+            CUDACHECK(cudaDeviceSynchronize());
+        }
+        for (int d = 0; d < n; d++) {
+            CUDACHECK(cudaSetDevice(d));
+            oneproc_kernel<<<blocks, 256, 0, streams[d]>>>(dev[d], sendwin[d], recvwin[d], count);
+            CUDACHECK(cudaGetLastError());
+        }
+        for (int d = 0; d < n; d++) {
+            CUDACHECK(cudaSetDevice(d));
+            CUDACHECK(cudaStreamSynchronize(streams[d]));
+            CUDACHECK(cudaMemcpy(out.data(), recvbuf[d], bytes, cudaMemcpyDeviceToHost));
+            long bad = 0;
+            for (int i = 0; i < count; i++) {
+                float want = 0;
+                for (int r = 0; r < n; r++) want += lsa_input(r, i % 1000, round);
+                if (out[i] != want && bad++ < 3)
+                    EXPECT(0, "round %d GPU %d: recv[%d] = %g, expected %g", round, d, i, out[i],
+                           want);
+            }
+            EXPECT(bad == 0, "round %d GPU %d: %ld wrong values", round, d, bad);
+        }
+    }
+    /* nccl-tests' teardown order, from one thread with the last GPU current. */
+    for (int d = 0; d < n; d++) NCCLCHECK(ncclDevCommDestroy(comms[d], &dev[d]));
+    for (int d = 0; d < n; d++) {
+        NCCLCHECK(ncclCommWindowDeregister(comms[d], sendwin[d]));
+        NCCLCHECK(ncclCommWindowDeregister(comms[d], recvwin[d]));
+    }
+    for (int d = 0; d < n; d++) {
+        NCCLCHECK(ncclMemFree(sendbuf[d]));
+        NCCLCHECK(ncclMemFree(recvbuf[d]));
+        CUDACHECK(cudaSetDevice(d));
+        CUDACHECK(cudaStreamDestroy(streams[d]));
+    }
+    for (int d = 0; d < n; d++) NCCLCHECK(ncclCommDestroy(comms[d]));
+    printf("gpu_devapi oneproc: %d GPUs: %ld failures\n", n, failures);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "lsa";
+    if (!strcmp(mode, "oneproc")) return run_oneproc(argc > 2 ? atoi(argv[2]) : 0);
     rank = env_int("ZINC_RANK", 0);
     nranks = env_int("ZINC_NRANKS", 1);
     int ndev = 0;
