@@ -50,7 +50,7 @@ for s in ncclResetDebugInitInternal pncclResetDebugInit ncclResetDebugInit; do
 done
 if [ -n "$extra" ]; then
     echo "exports: zinc exports $(echo "$extra" | wc -l) symbol(s) beyond the reference:" $extra
-    if echo "$extra" | grep -qv '^zinc'; then
+    if grep -qv '^zinc' <<<"$extra"; then
         echo "exports: note: symbols without the zinc prefix leak from the library"
     fi
 fi

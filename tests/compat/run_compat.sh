@@ -16,12 +16,12 @@ if [ ! -x "$prog" ]; then
     exit 77
 fi
 dyn=$(readelf -d "$prog")
-if ! echo "$dyn" | grep -q 'NEEDED.*\[libnccl\.so\.2\]'; then
+if ! grep -q 'NEEDED.*\[libnccl\.so\.2\]' <<<"$dyn"; then
     echo "run_compat: FAIL: $prog does not need libnccl.so.2:"
     echo "$dyn" | grep NEEDED
     exit 1
 fi
-if echo "$dyn" | grep -qE 'RPATH|RUNPATH'; then
+if grep -qE 'RPATH|RUNPATH' <<<"$dyn"; then
     echo "run_compat: FAIL: $prog has an RPATH/RUNPATH, which could pin the reference library:"
     echo "$dyn" | grep -E 'RPATH|RUNPATH'
     exit 1
