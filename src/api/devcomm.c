@@ -171,8 +171,7 @@ static void devcomm_free(struct zn_devcomm *d, int drain)
 {
     if (!d) return;
     if (d->comm->kind == ZN_COMM_CUDA) {
-        int cur = zn_cuda_current_device();
-        if (cur != d->comm->cuda_dev) zn_cuda_set_device(d->comm->cuda_dev);
+        int cur = zn_cuda_enter(d->comm->cuda_dev);
         /* Freed without its peers (abort): kernels waiting on GIN stop instead of hanging. */
         if (!drain) zn_devgin_stop_kernels(d->gin);
         zn_cuda_device_sync(); /* no kernel of this rank still uses what is freed below */
@@ -181,7 +180,7 @@ static void devcomm_free(struct zn_devcomm *d, int drain)
         if (d->reswin) zn_cuda_free(d->reswin);
         if (d->plain) zn_cuda_free(d->plain);
         zn_p2p_destroy(d->p2p);
-        if (cur >= 0 && cur != d->comm->cuda_dev) zn_cuda_set_device(cur);
+        zn_cuda_leave(d->comm->cuda_dev, cur);
     }
     free(d);
 }
@@ -321,11 +320,11 @@ static ncclResult_t create_call(void *arg, int run)
     res = agree(comm, res, p.units);
     if (res != ncclSuccess) goto out;
     d->comm = comm;
-    int cur = zn_cuda_current_device();
-    if (cur != comm->cuda_dev) res = zn_cuda_set_device(comm->cuda_dev);
+    int cur = zn_cuda_enter(comm->cuda_dev);
+    if (cur < 0) res = zn_cuda_set_device(comm->cuda_dev);
     ncclDevComm_t made;
     if (res == ncclSuccess) res = build(comm, reqs, &p, lsa_size, lsa_rank, d, &made);
-    if (cur >= 0 && cur != comm->cuda_dev) zn_cuda_set_device(cur);
+    zn_cuda_leave(comm->cuda_dev, cur);
     if (res != ncclSuccess) goto out;
     make_plan(reqs, lsa_size, &p, 1);
     pthread_mutex_lock(&devcomm_lock);
@@ -396,10 +395,9 @@ ZN_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm_t *d
                         "%p (destroyed already?)",
                         (const void *)devComm, (void *)comm);
     /* This rank's kernels are done with it before anything goes. */
-    int cur = zn_cuda_current_device();
-    if (cur != comm->cuda_dev) zn_cuda_set_device(comm->cuda_dev);
+    int cur = zn_cuda_enter(comm->cuda_dev);
     zn_cuda_device_sync();
-    if (cur >= 0 && cur != comm->cuda_dev) zn_cuda_set_device(cur);
+    zn_cuda_leave(comm->cuda_dev, cur);
     if (keep) return ncclSuccess;
     /* GIN between hosts: the engines drain what is queued to each other (one rank per
      * process there), then every rank agrees before anything is freed. */

@@ -117,8 +117,8 @@ ncclResult_t zn_devwin_create(struct ncclComm *comm, void *buf, size_t size, voi
     ncclResult_t res = ncclSuccess;
     int cur = -1;
     if (comm->kind == ZN_COMM_CUDA) {
-        cur = zn_cuda_current_device();
-        if (cur != comm->cuda_dev) ZN_CHECK_GOTO(zn_cuda_set_device(comm->cuda_dev), res, fail);
+        cur = zn_cuda_enter(comm->cuda_dev);
+        if (cur < 0) ZN_CHECK_GOTO(zn_cuda_set_device(comm->cuda_dev), res, fail);
     }
     if (lsa_size > 1 && size > 0) ZN_CHECK_GOTO(map_peers(comm, buf, size, w), res, fail);
     if (comm->kind == ZN_COMM_CUDA) {
@@ -132,7 +132,7 @@ ncclResult_t zn_devwin_create(struct ncclComm *comm, void *buf, size_t size, voi
         w->view.winHost = w;
         w->handle = host_handle;
     }
-    if (cur >= 0 && cur != comm->cuda_dev) zn_cuda_set_device(cur);
+    zn_cuda_leave(comm->cuda_dev, cur);
     pthread_mutex_lock(&devwin_lock);
     w->next = devwins;
     devwins = w;
@@ -140,7 +140,7 @@ ncclResult_t zn_devwin_create(struct ncclComm *comm, void *buf, size_t size, voi
     *out = w;
     return ncclSuccess;
 fail:
-    if (cur >= 0 && cur != comm->cuda_dev) zn_cuda_set_device(cur);
+    zn_cuda_leave(comm->cuda_dev, cur);
     zn_devwin_destroy(w, 1);
     return res;
 }

@@ -204,6 +204,7 @@ struct defer_job {
     struct zn_gop *ops;
     int n;
     struct ncclComm *comm;
+    int own_thread;
     ncclResult_t res;
     char msg[ZN_ERRMSG_MAX];
 };
@@ -212,6 +213,9 @@ static void *defer_thread(void *p)
 {
     struct defer_job *j = p;
     j->res = ncclSuccess;
+    /* On a thread of its own: the calls find their communicator's device current and bound
+     * (the driver's calls fail on a thread without a context; see zn_cuda_enter). */
+    if (j->comm->kind == ZN_COMM_CUDA && j->own_thread) zn_cuda_enter(j->comm->cuda_dev);
     for (int i = 0; i < j->n; i++) {
         struct zn_gop *op = &j->ops[i];
         if (op->kind != ZN_GOP_DEFER || op->comm != j->comm) continue;
@@ -256,12 +260,15 @@ static ncclResult_t run_deferred(struct zn_gop *ops, int *n)
         for (int j = 0; j < k && first; j++) first = jobs[j].comm != ops[i].comm;
         if (!first) continue;
         jobs[k] = (struct defer_job){ .ops = ops, .n = *n, .comm = ops[i].comm };
+        jobs[k].own_thread = ncomm > 1;
         if (ncomm == 1)
             defer_thread(&jobs[k]);
         else if (pthread_create(&tids[k], NULL, defer_thread, &jobs[k]) == 0)
             started[k] = 1;
-        else /* here, then: it may wait for a peer's call until ZINC_TIMEOUT, but it ends */
+        else { /* here, then: it may wait for a peer's call until ZINC_TIMEOUT, but it ends */
+            jobs[k].own_thread = 0;
             defer_thread(&jobs[k]);
+        }
         k++;
     }
     for (int j = 0; j < k; j++) {

@@ -1,6 +1,7 @@
 /*
  * ncclMemAlloc / ncclMemFree: device memory that other processes' GPUs can map (cuMem with
- * POSIX file descriptor handles, on the calling thread's current device), as NCCL gives.
+ * POSIX file descriptor handles, on the calling thread's current device) and that this
+ * process's other GPUs reach directly where they can peer to peer, as NCCL gives.
  */
 #include "group.h"
 #include "util/cuda.h"
@@ -22,6 +23,11 @@ ZN_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size)
                         dev);
     struct zn_cumem m;
     ZN_CHECK(zn_cumem_alloc(dev, size, &m));
+    ncclResult_t r = zn_cumem_share_local(&m);
+    if (r != ncclSuccess) {
+        zn_cumem_free(&m);
+        return r;
+    }
     *ptr = m.ptr;
     return ncclSuccess;
 }

@@ -132,8 +132,8 @@ static ncclResult_t p2p_reg(void *state, void *buf, size_t len, void **handle)
     int fd = -1;
     *handle = NULL;
     if (!len || zn_cumem_find(buf, &m) != 0) return ncclSuccess;
-    int cur = zn_cuda_current_device();
-    if (cur != s->dev) ZN_CHECK(zn_cuda_set_device(s->dev));
+    int cur = zn_cuda_enter(s->dev);
+    if (cur < 0) ZN_CHECK(zn_cuda_set_device(s->dev));
     struct zn_reg_entry *e = NULL;
     ncclResult_t res = zn_cumem_export_fd(&m, &fd);
     if (res != ncclSuccess) {
@@ -158,7 +158,7 @@ static ncclResult_t p2p_reg(void *state, void *buf, size_t len, void **handle)
 close_fd:
     close(fd);
 restore_device:
-    if (cur >= 0 && cur != s->dev) zn_cuda_set_device(cur);
+    zn_cuda_leave(s->dev, cur);
     return res;
 }
 
@@ -170,10 +170,9 @@ static ncclResult_t p2p_dereg(void *state, void *handle)
     /* The peers' kernels read and write this buffer through their mappings until this rank's
      * kernels of the same calls end (their end barrier): wait for those before the peers unmap
      * it. */
-    int cur = zn_cuda_current_device();
-    if (cur != s->dev) zn_cuda_set_device(s->dev);
+    int cur = zn_cuda_enter(s->dev);
     zn_cuda_device_sync();
-    if (cur >= 0 && cur != s->dev) zn_cuda_set_device(cur);
+    zn_cuda_leave(s->dev, cur);
     uint32_t id = e->id;
     zn_reg_remove(&s->regs, id);
     zn_p2p_reg_unshare(&s->ctx, id, -1);

@@ -324,6 +324,23 @@ ncclResult_t zn_cumem_alloc(int dev, size_t size, struct zn_cumem *out)
     return ncclSuccess;
 }
 
+ncclResult_t zn_cumem_share_local(const struct zn_cumem *m)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return ncclSuccess;
+    }
+    for (int d = 0; d < n; d++) {
+        if (d == m->dev || !zn_cuda_can_access_peer(d, m->dev)) continue;
+        CUmemAccessDesc acc = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d },
+                                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        ZN_CHECK(drv_check(drv.memSetAccess((CUdeviceptr)(uintptr_t)m->ptr, m->size, &acc, 1),
+                           "cuMemSetAccess"));
+    }
+    return ncclSuccess;
+}
+
 ncclResult_t zn_cumem_export_fd(const struct zn_cumem *m, int *fd)
 {
     int f = -1;
@@ -357,20 +374,21 @@ ncclResult_t zn_cumem_import_fd(int fd, size_t size, int dev, struct zn_cumem *o
 /* The driver's calls on an allocation act in the context of the device that owns it: a
  * program that allocated on several GPUs may free or look up any of them whatever device is
  * current (nccl-tests' one-process mode frees every GPU's buffers from the last one), as NCCL
- * allows. These switch the calling thread to that device and back. */
-static int device_enter(int dev)
+ * allows. zn_cuda_enter switches the calling thread to that device, zn_cuda_leave back. */
+int zn_cuda_enter(int dev)
 {
     int cur = zn_cuda_current_device();
-    if (dev >= 0 && cur >= 0 && dev != cur && cudaSetDevice(dev) != cudaSuccess) {
+    if (dev < 0) return cur;
+    if (cudaSetDevice(dev) != cudaSuccess) {
         cudaGetLastError();
         return -1;
     }
     return cur;
 }
 
-static void device_leave(int dev, int cur)
+void zn_cuda_leave(int dev, int prev)
 {
-    if (dev >= 0 && cur >= 0 && dev != cur) cudaSetDevice(cur);
+    if (dev >= 0 && prev >= 0 && dev != prev) cudaSetDevice(prev);
 }
 
 /* The ordinal of the device whose memory ptr is, or -1 (not device memory). */
@@ -392,12 +410,12 @@ int zn_cuda_pointer_device(const void *ptr)
 void zn_cumem_free(struct zn_cumem *m)
 {
     if (!m->ptr) return;
-    int cur = device_enter(m->dev);
+    int cur = zn_cuda_enter(m->dev);
     CUdeviceptr va = (CUdeviceptr)(uintptr_t)m->ptr;
     drv.memUnmap(va, m->size);
     drv.memAddressFree(va, m->size);
     drv.memRelease((CUmemGenericAllocationHandle)m->handle);
-    device_leave(m->dev, cur);
+    zn_cuda_leave(m->dev, cur);
     m->ptr = NULL;
 }
 
@@ -407,14 +425,14 @@ int zn_cumem_find(const void *ptr, struct zn_cumem *m)
     if (!drv.ok) return -1;
     int dev = pointer_device(ptr);
     if (dev < 0) return -1;
-    int cur = device_enter(dev);
+    int cur = zn_cuda_enter(dev);
     CUdeviceptr base = 0;
     size_t size = 0;
     CUmemGenericAllocationHandle h;
     int found = drv.memGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS &&
                 drv.memRetain(&h, (void *)(uintptr_t)base) == CUDA_SUCCESS;
     if (found) drv.memRelease(h); /* the allocation keeps its own reference */
-    device_leave(dev, cur);
+    zn_cuda_leave(dev, cur);
     if (!found) return -1;
     *m = (struct zn_cumem){
         .ptr = (void *)(uintptr_t)base, .size = size, .handle = (uint64_t)h, .dev = dev
@@ -586,6 +604,11 @@ ncclResult_t zn_cuda_set_device(int dev)
 {
     return absent("cudaSetDevice");
 }
+int zn_cuda_enter(int dev)
+{
+    return -1;
+}
+void zn_cuda_leave(int dev, int prev) {}
 ncclResult_t zn_cuda_bus_id(int dev, char *buf, size_t len)
 {
     return absent("bus id");
@@ -644,6 +667,10 @@ void zn_cuda_host_free(void *host) {}
 ncclResult_t zn_cumem_alloc(int dev, size_t size, struct zn_cumem *out)
 {
     return absent("cuMemCreate");
+}
+ncclResult_t zn_cumem_share_local(const struct zn_cumem *m)
+{
+    return absent("cuMemSetAccess");
 }
 ncclResult_t zn_cumem_export_fd(const struct zn_cumem *m, int *fd)
 {

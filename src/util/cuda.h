@@ -17,6 +17,14 @@ int zn_cuda_available(void);
 /* The calling thread's current device (the application's cudaSetDevice), or -1. */
 int zn_cuda_current_device(void);
 ncclResult_t zn_cuda_set_device(int dev);
+/* Make dev the calling thread's device for a stretch of work, whatever cudaGetDevice says:
+ * returns the device to go back to with zn_cuda_leave (-1: none, or dev could not be set). A
+ * thread that has made no runtime call yet (a helper thread of zinc's, an application's new
+ * thread) has device 0 by cudaGetDevice but no context bound, and the driver's calls
+ * (cuMemGetAddressRange, cuMemExportToShareableHandle, ...) fail there with "invalid device
+ * context": only cudaSetDevice binds the device's primary context, so it is always called. */
+int zn_cuda_enter(int dev);
+void zn_cuda_leave(int dev, int prev);
 /* "0000:1b:00.0"-style PCI bus id of dev (buf of at least 20 bytes). */
 ncclResult_t zn_cuda_bus_id(int dev, char *buf, size_t len);
 /* The local ordinal of the device with that bus id, or -1 if it is not visible here. */
@@ -47,6 +55,10 @@ struct zn_cumem {
     int imported;
 };
 ncclResult_t zn_cumem_alloc(int dev, size_t size, struct zn_cumem *out);
+/* Grant read-write access to m to every other GPU of this process that can reach its device
+ * peer to peer, as ncclMemAlloc's memory has: a program may then copy or launch on it with
+ * any of its GPUs current, as it may with cudaMalloc's. */
+ncclResult_t zn_cumem_share_local(const struct zn_cumem *m);
 /* A new file descriptor for the allocation (the caller closes it). */
 ncclResult_t zn_cumem_export_fd(const struct zn_cumem *m, int *fd);
 /* Map a peer's allocation (its fd) into this process, readable and writable by dev. */
