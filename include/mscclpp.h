@@ -64,12 +64,15 @@ extern "C" {
 
 /* The two signal counters of one side of a connection. */
 struct __attribute__((aligned(16))) mscclppDevConnSignalEpochId {
-    /* Raised by every signal of this side; only this side writes it. The proxy copies it to
-     * the peer's `proxy` word (signal()), or the GPU stores it there itself (signalDirect()). */
+    /* Raised by every signal of this side; only this side writes it. The proxy stores the
+     * count a trigger names in the peer's `proxy` word (signal()), or the GPU stores it there
+     * itself (signalDirect()). */
     uint64_t device;
     /* The peer's signal count, written by the peer's proxy or GPU; wait() watches it. Do not
      * mix signal() and signalDirect() on one connection without a flush() between them: a
-     * proxy copy still in flight could lower the count a direct store raised. */
+     * proxy store still in flight could lower the count a direct store raised. zinc: at most
+     * 524287 signalDirect() between two proxied signals of one connection (the trigger carries
+     * the count's low 19 bits, mscclppfifo.h). */
     uint64_t proxy;
 };
 
@@ -132,20 +135,21 @@ struct mscclppDevConn {
         put(dataOffset, dataOffset, dataSize);
     }
 
+    /* The trigger names the count it signals (mscclppfifo.h): the proxy may serve it after this
+     * thread raised the count again. */
     __forceinline__ __device__ void signal()
     {
-        epochIncrement();
-        fifo.push(mscclppFlag, 0, 0, 1);
+        fifo.push(mscclppFlag, 0, 0, 1, epochIncrement());
     }
 
     __forceinline__ __device__ void putWithSignal(uint64_t dstDataOffset, uint64_t srcDataOffset,
                                                   uint64_t dataSize)
     {
-        epochIncrement();
+        uint64_t e = epochIncrement();
         if (dataSize)
-            fifo.push(mscclppData | mscclppFlag, dstDataOffset, srcDataOffset, dataSize);
+            fifo.push(mscclppData | mscclppFlag, dstDataOffset, srcDataOffset, dataSize, e);
         else
-            fifo.push(mscclppFlag, 0, 0, 1);
+            fifo.push(mscclppFlag, 0, 0, 1, e);
     }
 
     __forceinline__ __device__ void putWithSignal(uint64_t dataOffset, uint64_t dataSize)
@@ -156,10 +160,10 @@ struct mscclppDevConn {
     __forceinline__ __device__ void putWithSignalAndFlush(uint64_t dstDataOffset,
                                                           uint64_t srcDataOffset, uint64_t dataSize)
     {
-        epochIncrement();
+        uint64_t e = epochIncrement();
         uint64_t seq = dataSize ? fifo.push(mscclppData | mscclppFlag | mscclppSync, dstDataOffset,
-                                            srcDataOffset, dataSize)
-                                : fifo.push(mscclppFlag | mscclppSync, 0, 0, 1);
+                                            srcDataOffset, dataSize, e)
+                                : fifo.push(mscclppFlag | mscclppSync, 0, 0, 1, e);
         fifo.zincWaitHandled(seq);
     }
 
@@ -242,9 +246,12 @@ struct mscclppDevConn {
         wait();
     }
 
-    __forceinline__ __device__ void epochIncrement()
+    /* Raise this side's signal count; returns its low ZINC_SIGNAL_BITS bits. */
+    __forceinline__ __device__ uint64_t epochIncrement()
     {
-        *(volatile uint64_t *)&localSignalEpochId->device += 1;
+        uint64_t e = *(volatile uint64_t *)&localSignalEpochId->device + 1;
+        *(volatile uint64_t *)&localSignalEpochId->device = e;
+        return e & ((1ull << ZINC_SIGNAL_BITS) - 1);
     }
 #endif /* __CUDACC__ */
 

@@ -15,11 +15,16 @@
  * A trigger, two 64-bit words:
  *
  *   value[0]   bits  0-31 dataSize        bits 32-63 srcDataOffset
- *   value[1]   bits  0-31 dstDataOffset   bits 32-41 connId   bits 42-44 type   45-63 zero
+ *   value[1]   bits  0-31 dstDataOffset   bits 32-41 connId   bits 42-44 type
+ *              bits 45-63 (zinc; zero in MSCCL++ 0.1) a signal's count, its low 19 bits
  *
  * so offsets and sizes of FIFO transfers must be below 4 GiB, and a communicator has at most
  * 1024 connections. zinc adds three members at the end of mscclppConcurrentFifo (zincAbort,
  * zincError, zincTimeoutNs) that bound every spin of the device methods; see mscclpp.h.
+ *
+ * A trigger with mscclppFlag names the count it signals: the kernel may raise the connection's
+ * count again before the proxy serves it, so the proxy cannot read the count from device
+ * memory; it rebuilds it from these bits and the count it signalled last.
  *
  * The header is C++ as MSCCL++ 0.1's is (an enum with a fixed underlying type, alignas); from C
  * it declares the same types with C spellings.
@@ -54,6 +59,9 @@ typedef enum { mscclppData = 0x1, mscclppFlag = 0x2, mscclppSync = 0x4 } mscclpp
 #define MSCCLPP_BITS_OFFSET 32
 #define MSCCLPP_BITS_TYPE   3
 #define MSCCLPP_BITS_CONNID 10
+/* zinc: where a signalling trigger carries the low bits of its count (value[1]). */
+#define ZINC_SIGNAL_SHIFT 45
+#define ZINC_SIGNAL_BITS  19
 
 /* One work element of the FIFO (the layout above). */
 union __attribute__((aligned(16))) mscclppTrigger {
@@ -109,7 +117,8 @@ struct mscclppConcurrentFifo {
     /* Claim a slot, wait for it to be free, fill it. Returns the slot's sequence number, for
      * flushes that wait until the proxy has handled it. */
     __forceinline__ __device__ uint64_t push(uint64_t type, uint64_t dstDataOffset,
-                                             uint64_t srcDataOffset, uint64_t dataSize)
+                                             uint64_t srcDataOffset, uint64_t dataSize,
+                                             uint64_t zincSignal = 0)
     {
         uint64_t head = atomicAdd((unsigned long long *)triggerFifoHead, 1ull);
         zincDevSpin spin(zincAbort, zincError, zincTimeoutNs);
@@ -120,7 +129,7 @@ struct mscclppConcurrentFifo {
             if (spin.giveUp(ZINC_DEV_GAVE_UP_PUSH, (uint32_t)connId)) return head;
         uint64_t w0 = (srcDataOffset << MSCCLPP_BITS_SIZE) | (dataSize & 0xffffffffull);
         uint64_t w1 = (((type << MSCCLPP_BITS_CONNID) | (uint64_t)connId) << MSCCLPP_BITS_OFFSET) |
-                      (dstDataOffset & 0xffffffffull);
+                      (dstDataOffset & 0xffffffffull) | (zincSignal << ZINC_SIGNAL_SHIFT);
         /* What this thread (and, after the caller's __syncthreads, its block) wrote must be
          * visible to the copy engine before the proxy can read the trigger. */
         __threadfence_system();

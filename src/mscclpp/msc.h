@@ -59,6 +59,9 @@ struct zn_msc_conn {
     struct zn_conn *ep;
     void *lreg, *rbuf, *rsig;
     uint64_t rsig_off;
+    /* P2P: the signal count the proxy stored last into the peer's `proxy` word (the next one
+     * is rebuilt from the low bits the trigger carries, mscclppfifo.h). */
+    uint64_t signaled;
     /* IB: ib_conn.c's state (signal words, epochs); the connection is ep. */
     void *net;
 };
@@ -163,7 +166,7 @@ ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uin
                              uint64_t size);
 /* Signal: copy the local device epoch to the peer's proxy word (stream-ordered after the
  * copies before it). */
-ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i);
+ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i, uint64_t low);
 /* Wait until every copy issued so far (on any P2P connection) is done. */
 ncclResult_t zn_msc_p2p_sync(struct mscclppComm *c, int i);
 /* Copy size bytes from src (device or host memory) to dst, a peer's mapped buffer, on stream. */

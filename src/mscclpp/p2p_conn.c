@@ -9,8 +9,8 @@
  * connection at its index, imported once by each peer), the device-connection layout, and the
  * FIFO. Kernels store into remoteBuff and the peer's signal words directly (putDirect,
  * signalDirect), or push triggers that the proxy (proxy.c) hands to the table: a data trigger
- * is a put, a signal a put of the connection's 8-byte `device` epoch into the peer's `proxy`
- * word (the copy engine keeps it behind the data it announces), a flush the table's flush.
+ * is a put, a signal a store of the count the trigger names into the peer's `proxy`
+ * word (the stream keeps it behind the data it announces), a flush the table's flush.
  *
  * The FIFO (mscclppfifo.h): triggers and the published tail in mapped pinned host memory, the
  * head in device memory; one FIFO per communicator, shared by its connections (connId says
@@ -197,15 +197,19 @@ ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uin
     return RMA->put(h->ep, h->lreg, src_off, h->rbuf, dst_off, size);
 }
 
-/* The epoch is in device memory (the kernel raised it): a put of its 8 bytes. */
-ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i)
+/* The signal count the kernel raised when it pushed the trigger, from its low
+ * ZINC_SIGNAL_BITS bits (mscclppfifo.h) and the count stored last: the kernel may have raised
+ * the count again since (its next putWithSignal), so the word in device memory is not it. A
+ * jump of more than one is signalDirect stores between two proxied signals. */
+ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i, uint64_t low)
 {
-    struct msc_p2p *s = c->p2p;
     struct zn_msc_conn *h = &c->host[i];
-    size_t slot = (size_t)i * ZN_MSC_SIGNAL_SLOT;
-    return RMA->put(
-        h->ep, s->sig_region, slot + offsetof(struct mscclppDevConnSignalEpochId, device), h->rsig,
-        h->rsig_off + offsetof(struct mscclppDevConnSignalEpochId, proxy), sizeof(uint64_t));
+    const uint64_t mask = (1ull << ZINC_SIGNAL_BITS) - 1;
+    uint64_t v = h->signaled + ((low - h->signaled) & mask);
+    if (v == h->signaled) v += mask + 1; /* at least one more than the last */
+    h->signaled = v;
+    return RMA->signal(h->ep, h->rsig,
+                       h->rsig_off + offsetof(struct mscclppDevConnSignalEpochId, proxy), v);
 }
 
 /* Blocking for now; on zinc's proxy thread this becomes an event polled by the next calls. */

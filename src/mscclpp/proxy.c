@@ -84,7 +84,8 @@ static ncclResult_t proxy_poll(struct mscclppComm *c, struct msc_proxy *p, int *
         res = zn_msc_net_trigger(c, i, t.fields.type, t.fields.dstDataOffset,
                                  t.fields.srcDataOffset, t.fields.dataSize);
     } else {
-        if (res == ncclSuccess && (t.fields.type & mscclppFlag)) res = zn_msc_p2p_signal(c, i);
+        if (res == ncclSuccess && (t.fields.type & mscclppFlag))
+            res = zn_msc_p2p_signal(c, i, t.value[1] >> ZINC_SIGNAL_SHIFT);
         if (res == ncclSuccess && (t.fields.type & mscclppSync)) res = zn_msc_p2p_sync(c, i);
     }
     if (t0) {

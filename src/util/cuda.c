@@ -49,6 +49,8 @@ static struct {
     CUresult (*memGetHandleForAddressRange)(void *, CUdeviceptr, size_t, CUmemRangeHandleType,
                                             unsigned long long); /* optional: dmabuf export */
     CUresult (*pointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
+    CUresult (*streamWriteValue64)(CUstream, CUdeviceptr, cuuint64_t,
+                                   unsigned int); /* optional: stream memory operations */
     int ok;
 } drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
@@ -83,6 +85,7 @@ static void load_driver(void)
     ZN_ENTRY(deviceGetAttribute, "cuDeviceGetAttribute");
     ZN_ENTRY(memGetHandleForAddressRange, "cuMemGetHandleForAddressRange");
     ZN_ENTRY(pointerGetAttribute, "cuPointerGetAttribute");
+    ZN_ENTRY(streamWriteValue64, "cuStreamWriteValue64");
 #undef ZN_ENTRY
     drv.ok = drv.memCreate && drv.memRelease && drv.memAddressReserve && drv.memAddressFree &&
              drv.memMap && drv.memUnmap && drv.memSetAccess && drv.memExport && drv.memImport &&
@@ -243,6 +246,16 @@ ncclResult_t zn_cuda_memcpy_async(void *dst, const void *src, size_t size, void 
 {
     return rt_check(cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, (cudaStream_t)stream),
                     "cudaMemcpyAsync");
+}
+
+int zn_cuda_write_value64(void *stream, void *dst, uint64_t value)
+{
+    pthread_once(&drv_once, load_driver);
+    if (!drv.streamWriteValue64) return -1;
+    return drv.streamWriteValue64((CUstream)stream, (CUdeviceptr)(uintptr_t)dst, value, 0) ==
+                   CUDA_SUCCESS
+               ? 0
+               : -1;
 }
 
 ncclResult_t zn_cuda_stream_sync(void *stream)
@@ -654,6 +667,10 @@ void zn_cuda_stream_destroy(void *stream) {}
 ncclResult_t zn_cuda_memcpy_async(void *dst, const void *src, size_t size, void *stream)
 {
     return absent("cudaMemcpyAsync");
+}
+int zn_cuda_write_value64(void *stream, void *dst, uint64_t value)
+{
+    return -1;
 }
 ncclResult_t zn_cuda_stream_sync(void *stream)
 {

@@ -92,6 +92,10 @@ void zn_cuda_ipc_close(void *ptr);
 ncclResult_t zn_cuda_stream_create(void **stream);
 void zn_cuda_stream_destroy(void *stream);
 ncclResult_t zn_cuda_memcpy_async(void *dst, const void *src, size_t size, void *stream);
+/* Store value at dst (device memory, also a peer's mapped here) once the stream's earlier work
+ * is done and visible (cuStreamWriteValue64): no copy engine, no host buffer. -1 if the driver
+ * cannot (no stream memory operations, or not for that address); nothing was queued then. */
+int zn_cuda_write_value64(void *stream, void *dst, uint64_t value);
 ncclResult_t zn_cuda_stream_sync(void *stream);
 
 /* Streams and host synchronisation (setup and teardown only, never on the data path). */

@@ -3,7 +3,12 @@
 // checked exactly against a host reference. It is also the compile test: tests build it with
 // nvcc against the installed headers (install_check.sh).
 //
-//   msc_gpu_check allgather|allreduce|pingpong direct|proxy|net [HOSTS]   (under zinc-run)
+//   msc_gpu_check allgather|allreduce|pingpong|order direct|proxy|net [HOSTS]   (under zinc-run)
+//
+// order: rank 0 pushes ORDER_PUTS puts with signals back to back, rank 1 waits for all of them
+//        and then checks the last region first: each signal must be seen only after its own
+//        put's data (a proxy that stored the kernel's current count, already raised by the
+//        later puts, let the first signal release every wait before the later copies ran).
 //
 // direct: the kernels store into remoteBuff and the peer's signal words themselves
 //         (putDirect / signalDirect / waitDirect);
@@ -162,6 +167,38 @@ __global__ void pingpong(int rank, size_t bytes, int rounds, int useProxy)
     if (useProxy && threadIdx.x == 0) devConn.flush();
 }
 
+// order: rank 0 puts region k and signals, ORDER_PUTS times without waiting in between; rank 1
+// waits for every signal, then counts the wrong elements of each region, last region first.
+#define ORDER_PUTS 4
+__global__ void orderKernel(int rank, size_t region, int it, int useProxy,
+                            unsigned long long *wrong)
+{
+    mscclppDevConn_t devConn = constDevConns[0];
+    uint64_t *buf = (uint64_t *)devConn.localBuff;
+    size_t count = region / sizeof(uint64_t);
+    if (rank == 0) {
+        for (int k = 0; k < ORDER_PUTS; k++) {
+            if (useProxy) {
+                if (threadIdx.x == 0) devConn.putWithSignal(k * region, region);
+            } else {
+                devConn.putDirect(k * region, region, threadIdx.x, blockDim.x);
+                __syncthreads();
+                if (threadIdx.x == 0) devConn.signalDirect();
+            }
+        }
+        if (useProxy && threadIdx.x == 0) devConn.flush();
+        return;
+    }
+    if (threadIdx.x == 0)
+        for (int k = 0; k < ORDER_PUTS; k++) devConn.wait();
+    __syncthreads();
+    unsigned long long bad = 0;
+    for (int k = ORDER_PUTS - 1; k >= 0; k--)
+        for (size_t i = threadIdx.x; i < count; i += blockDim.x)
+            bad += buf[k * count + i] != val(0, k * count + i, it);
+    atomicAdd(wrong, bad);
+}
+
 static int connectAll(mscclppComm_t comm, void *buf, size_t bytes, const char *what)
 {
     int n = 0;
@@ -196,7 +233,7 @@ int main(int argc, char **argv)
     }
     const char *r = getenv("ZINC_RANK"), *n = getenv("ZINC_NRANKS"), *ip = getenv("ZINC_COMM_ID");
     if (!r || !n || !ip || argc < 3 || argc > 4) {
-        printf("usage: zinc-run -n N msc_gpu_check allgather|allreduce|pingpong "
+        printf("usage: zinc-run -n N msc_gpu_check allgather|allreduce|pingpong|order "
                "direct|proxy|net [HOSTS]\n");
         return 2;
     }
@@ -223,6 +260,8 @@ int main(int argc, char **argv)
     size_t bytes = 1 << 20;              // pingpong
     if (!strcmp(what, "allgather")) bytes = count * nranks * sizeof(uint64_t);
     if (!strcmp(what, "allreduce")) bytes = (2 * nranks - 1) * 4099 * sizeof(uint64_t);
+    const size_t region = 4 << 20; // order
+    if (!strcmp(what, "order")) bytes = ORDER_PUTS * region;
     void *buf;
     CUDACHECK(cudaMalloc(&buf, bytes));
     CUDACHECK(cudaMemset(buf, 0, bytes));
@@ -265,6 +304,20 @@ int main(int argc, char **argv)
                 for (int p = 0; p < nranks; p++) want += hval(p, i, it);
                 bad += h[i] != want;
             }
+        } else if (!strcmp(what, "order") && rank < 2) {
+            // Rank 1's buffer holds the last iteration's values (or zeros): stale data shows.
+            if (rank == 0) fill<<<64, 256>>>((uint64_t *)buf, bytes / sizeof(uint64_t), 0, it);
+            unsigned long long *wrong;
+            CUDACHECK(cudaMalloc(&wrong, sizeof(*wrong)));
+            CUDACHECK(cudaMemset(wrong, 0, sizeof(*wrong)));
+            CUDACHECK(cudaDeviceSynchronize());
+            MSCCLPPCHECK(mscclppBootstrapBarrier(comm));
+            orderKernel<<<1, 512>>>(rank, region, it, useProxy, wrong);
+            CUDACHECK(cudaDeviceSynchronize());
+            unsigned long long w = 0;
+            CUDACHECK(cudaMemcpy(&w, wrong, sizeof(w), cudaMemcpyDeviceToHost));
+            CUDACHECK(cudaFree(wrong));
+            bad += (long)w;
         } else if (rank < 2) {
             const size_t sizes[] = { 1, 4096, 1 << 20 };
             size_t nb = sizes[it];
