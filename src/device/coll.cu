@@ -240,15 +240,25 @@ template <typename T> __device__ void reducescatter(Chan &s, const zn_dev_coll_a
     T sc = scalar_of<T>(a);
     const Span sp = span<T>(a.count, a.nch, s.ch, a.comm.slot_bytes, 1);
     __shared__ const T *srcs[ZN_DEV_MAX_RANKS];
-    for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
-        uint64_t wl = sp.len(w0);
-        for (int k = 1; k < n; k++) {
-            int d = (me + k) % n;
-            if (!push<T>(s, d, in + d * a.count + w0, wl, a.premul, sc)) return;
+    /* One window ahead: window w + 1 goes out before window w is reduced, so the peers' slots
+     * of w have had a window's time to arrive and the link is not idle while this block
+     * reduces (a FIFO has at least two slots). */
+    for (uint64_t w0 = sp.lo, prev = sp.hi;; w0 += sp.w) {
+        if (w0 < sp.hi) {
+            uint64_t wl = sp.len(w0);
+            for (int k = 1; k < n; k++) {
+                int d = (me + k) % n;
+                if (!push<T>(s, d, in + d * a.count + w0, wl, a.premul, sc)) return;
+            }
         }
-        if (!gather<T>(s, in + me * a.count + w0, srcs)) return;
-        reduce_n<T>(out + w0, nullptr, 0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
-        release_peers(s);
+        if (prev < sp.hi) {
+            uint64_t wl = sp.len(prev);
+            if (!gather<T>(s, in + me * a.count + prev, srcs)) return;
+            reduce_n<T>(out + prev, nullptr, 0, srcs, n, wl, a.op, me, a.premul, sc, a.post_div);
+            release_peers(s);
+        }
+        if (w0 >= sp.hi) break;
+        prev = w0;
     }
 }
 
