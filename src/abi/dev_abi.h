@@ -38,7 +38,7 @@
 #define ZN_DEV_NET_NBUF    8   /* slots per FIFO of one across hosts (NCCL's NCCL_STEPS) */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 11
+#define ZN_DEV_ABI_VERSION 12
 
 #define ZN_DEV_CTRL_WORDS  (8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
@@ -47,8 +47,14 @@
 #define ZN_DEV_RECVD_OFF   (ZN_DEV_SENT_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_LLEPOCH_OFF (ZN_DEV_RECVD_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 /* Row 0 of the LLEPOCH array: [ch] this rank's LL call count. Row 1: [ch] the last ring-LL call
- * the next rank on the ring finished reading (written by next). Rows 2+ unused. */
-#define ZN_DEV_RING_ACK_OFF (ZN_DEV_LLEPOCH_OFF + 8 * ZN_DEV_MAX_CH)
+ * the next rank on the ring finished reading (written by next). Rows 2-4, at word
+ * peer slot * ZN_DEV_P2P_LL_CH + channel, the LL messages of the send/recv kernel
+ * (zn_dev_p2p_op.ll): row 2 how many this rank sent to the peer, row 3 how many it took from
+ * the peer, row 4 how many of this rank's the peer took (written by the peer). Rows 5+ unused. */
+#define ZN_DEV_RING_ACK_OFF    (ZN_DEV_LLEPOCH_OFF + 8 * ZN_DEV_MAX_CH)
+#define ZN_DEV_P2PLL_SENT_OFF  (ZN_DEV_LLEPOCH_OFF + 2 * 8 * ZN_DEV_MAX_CH)
+#define ZN_DEV_P2PLL_RECVD_OFF (ZN_DEV_LLEPOCH_OFF + 3 * 8 * ZN_DEV_MAX_CH)
+#define ZN_DEV_P2PLL_ACK_OFF   (ZN_DEV_LLEPOCH_OFF + 4 * 8 * ZN_DEV_MAX_CH)
 /* Zero-copy calls on registered buffers (ZN_DEV_ZEROCOPY): per (src, ch), written by src, its
  * phase (2k-1 when it entered call k, 2k when it finished writing) and where this rank sees
  * src's send and receive buffers; [own rank][ch] holds this rank's own call count. */
@@ -80,6 +86,13 @@
  * flag, so that a reader needs no separate ready flag and no fence: per (src, ch), two
  * buffers (calls alternate) of ZN_DEV_LL_BYTES. Used for small calls of every collective. */
 #define ZN_DEV_LL_BYTES 16384
+/* The send/recv kernel's LL messages (small sends and receives between GPUs of one host): per
+ * source slot and channel (the first ZN_DEV_P2P_LL_CH), two buffers (messages alternate) of
+ * ZN_DEV_P2P_LL_BYTES after the collectives' LL buffers; a message's slice on a channel is up to
+ * half that many bytes. A sender reuses a buffer once the receiver has taken the message
+ * before (row 4 of LLEPOCH); the flag is the message's number on that channel plus one. */
+#define ZN_DEV_P2P_LL_BYTES 65536
+#define ZN_DEV_P2P_LL_CH    16
 
 /* Usable from host C and from CUDA device code. */
 #ifdef __CUDACC__
@@ -92,6 +105,11 @@
 static_assert(8 * ZN_DEV_CTRL_WORDS <= ZN_DEV_DATA_OFF, "control area fits its page");
 #else
 _Static_assert(8 * ZN_DEV_CTRL_WORDS <= ZN_DEV_DATA_OFF, "control area fits its page");
+#endif
+#ifdef __cplusplus
+static_assert(ZN_DEV_MAX_RANKS * ZN_DEV_P2P_LL_CH <= ZN_DEV_MAX_CH, "LL message counts fit a row");
+#else
+_Static_assert(ZN_DEV_MAX_RANKS *ZN_DEV_P2P_LL_CH <= ZN_DEV_MAX_CH, "LL message counts fit a row");
 #endif
 #ifdef __cplusplus
 static_assert(ZN_DEV_NET_NBUF <= ZN_DEV_MAX_RANKS, "a net slot's size word per buffer fits");
@@ -111,7 +129,8 @@ ZN_DEV_HD static inline size_t zn_dev_ll_off(int nslots, int nch, int nbuf, size
 ZN_DEV_HD static inline size_t zn_dev_arena_bytes(int nslots, int nch, int nbuf, size_t slot_bytes)
 {
     return zn_dev_ll_off(nslots, nch, nbuf, slot_bytes) +
-           (size_t)nslots * (size_t)nch * 2 * ZN_DEV_LL_BYTES;
+           (size_t)nslots * (size_t)nch * 2 * ZN_DEV_LL_BYTES +
+           (size_t)nslots * ZN_DEV_P2P_LL_CH * 2 * ZN_DEV_P2P_LL_BYTES;
 }
 
 /* Offset of control word (peer, ch) of the array at off (ZN_DEV_READY_OFF, ...). */
@@ -162,6 +181,15 @@ ZN_DEV_HD static inline size_t zn_dev_net_shadow_bytes(int nch, size_t slot_byte
 ZN_DEV_HD static inline size_t zn_dev_ll_buf(size_t ll_off, int src, int ch, int nch, int buf)
 {
     return ll_off + (((size_t)src * (size_t)nch + (size_t)ch) * 2 + (size_t)buf) * ZN_DEV_LL_BYTES;
+}
+
+/* Offset of the send/recv kernel's LL buffer (src, ch, buf) in an arena of nslots slots and
+ * nch channels. */
+ZN_DEV_HD static inline size_t zn_dev_p2p_ll_buf(size_t ll_off, int nslots, int nch, int src,
+                                                 int ch, int buf)
+{
+    return ll_off + (size_t)nslots * (size_t)nch * 2 * ZN_DEV_LL_BYTES +
+           (((size_t)src * ZN_DEV_P2P_LL_CH + (size_t)ch) * 2 + (size_t)buf) * ZN_DEV_P2P_LL_BYTES;
 }
 
 enum zn_dev_coll {
@@ -265,7 +293,9 @@ struct zn_dev_p2p_op {
     void *buf;
     uint64_t bytes;
     int32_t peer;
-    int16_t is_send;
+    int8_t is_send;
+    int8_t ll;   /* LL messages instead of the FIFO: nch <= ZN_DEV_P2P_LL_CH slices of at most
+                    ZN_DEV_P2P_LL_BYTES / 2 */
     int16_t nch; /* channels this operation is cut into (both ends compute it from bytes) */
 };
 

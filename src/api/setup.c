@@ -224,7 +224,7 @@ static ncclResult_t setup_cuda_words(struct ncclComm *c)
 /* Every rank must lay out its arena and cut each call into channels alike, and pick the same
  * GPU topology: the values come from each rank's environment, so a mismatch is refused on every
  * rank here rather than hanging or corrupting data later. */
-#define ZN_GPU_NPARAMS 6
+#define ZN_GPU_NPARAMS 7
 static ncclResult_t agree_gpu_params(struct ncclComm *c, long long *want)
 {
     const struct zn_params *p = zn_params();
@@ -234,13 +234,15 @@ static ncclResult_t agree_gpu_params(struct ncclComm *c, long long *want)
                                                  "ZINC_GPU_CHUNK",
                                                  "ZINC_GPU_LL_CHUNK",
                                                  "ZINC_P2P_TOPO (0 auto, 1 ring)",
-                                                 "ZINC_GPU_P2P_CHANNELS" };
+                                                 "ZINC_GPU_P2P_CHANNELS",
+                                                 "ZINC_GPU_P2P_LL" };
     want[0] = p->gpu_channels;
     want[1] = p->gpu_slot_size;
     want[2] = p->gpu_chunk;
     want[3] = p->gpu_ll_chunk;
     want[4] = !strcmp(topo, "auto") ? 0 : !strcmp(topo, "ring") ? 1 : -1;
     want[5] = p->gpu_p2p_channels;
+    want[6] = p->gpu_p2p_ll;
     long long *every = calloc((size_t)c->nranks, ZN_GPU_NPARAMS * sizeof(long long));
     if (!every) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
     memcpy(every + ZN_GPU_NPARAMS * c->rank, want, ZN_GPU_NPARAMS * sizeof(long long));
@@ -271,6 +273,10 @@ static ncclResult_t agree_gpu_params(struct ncclComm *c, long long *want)
     if (res == ncclSuccess && (want[5] < 1 || want[5] > ZN_DEV_MAX_CH))
         res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_P2P_CHANNELS=%lld: must be 1-%d",
                        want[5], ZN_DEV_MAX_CH);
+    if (res == ncclSuccess &&
+        (want[6] < 0 || want[6] > ZN_DEV_P2P_LL_CH * (ZN_DEV_P2P_LL_BYTES / 2)))
+        res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_P2P_LL=%lld: must be 0-%d", want[6],
+                       ZN_DEV_P2P_LL_CH * (ZN_DEV_P2P_LL_BYTES / 2));
     return res;
 }
 
@@ -489,6 +495,7 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     x->net = net;
     x->max_ch = nch;
     x->p2p_ch = want[5] < nch ? (int)want[5] : nch;
+    x->p2p_ll = (size_t)want[6];
     x->chunk = (size_t)want[2];
     x->ll_chunk = (size_t)want[3];
     x->dev.nch = nch;

@@ -153,9 +153,14 @@ static __device__ int wait_geq(const Chan &s, volatile uint64_t *p, uint64_t v,
     }
 }
 
-/* Block-wide: load this channel's counters. */
+/* Block-wide: load this channel's counters, a thread per peer slot (one thread loading them
+ * all waited for each load in turn before the next). */
 static __device__ void chan_open(Chan &s, const zn_dev_comm *c)
 {
+    for (int p = threadIdx.x; p < c->nslots; p += blockDim.x) {
+        s.sent[p] = *ctrl(c->arena[c->self], ZN_DEV_SENT_OFF, p, blockIdx.x);
+        s.recvd[p] = *ctrl(c->arena[c->self], ZN_DEV_RECVD_OFF, p, blockIdx.x);
+    }
     if (threadIdx.x == 0) {
         s.c = c;
         s.ch = blockIdx.x;
@@ -163,10 +168,6 @@ static __device__ void chan_open(Chan &s, const zn_dev_comm *c)
         s.n = c->nranks;
         s.np = c->nslots;
         s.fail = 0;
-        for (int p = 0; p < c->nslots; p++) {
-            s.sent[p] = *ctrl(c->arena[c->self], ZN_DEV_SENT_OFF, p, blockIdx.x);
-            s.recvd[p] = *ctrl(c->arena[c->self], ZN_DEV_RECVD_OFF, p, blockIdx.x);
-        }
     }
     __syncthreads();
 }

@@ -167,12 +167,19 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops,
                             "communicator (not supported yet: split the group)",
                             ZN_DEV_MAX_P2P);
         int is_send = o->kind == ZN_CUDA_SEND;
-        int nch = p2p_channels(cuda, bytes);
+        /* Small messages to a peer of this host as one LL message: no fence, no ready flag to
+         * wait for (both ends decide alike, from the size and agreed values). */
+        int ll = bytes <= cuda->p2p_ll &&
+                 bytes <= (size_t)cuda->p2p_ch * (ZN_DEV_P2P_LL_BYTES / 2) &&
+                 !((cuda->dev.net_mask >> o->a.peer) & 1);
+        int nch = ll ? (int)((bytes + ZN_DEV_P2P_LL_BYTES / 2 - 1) / (ZN_DEV_P2P_LL_BYTES / 2))
+                     : p2p_channels(cuda, bytes);
         k.ops[k.nops++] =
             (struct zn_dev_p2p_op){ .buf = is_send ? (void *)o->a.sendbuf : o->a.recvbuf,
                                     .bytes = bytes,
                                     .peer = o->a.peer,
-                                    .is_send = (int16_t)is_send,
+                                    .is_send = (int8_t)is_send,
+                                    .ll = (int8_t)ll,
                                     .nch = (int16_t)nch };
         if (nch > k.nch) k.nch = nch;
     }

@@ -68,6 +68,8 @@ ZN_PARAM(gpu_channels,  INT,  "ZINC_GPU_CHANNELS",  NULL,                 "128",
          "most channels (thread blocks) a GPU kernel of a cuda communicator uses, 1-128; the arena has a FIFO per channel and peer")
 ZN_PARAM(gpu_p2p_channels, INT, "ZINC_GPU_P2P_CHANNELS", NULL,             "128",
          "most channels (thread blocks) one send or receive of a cuda communicator uses, 1-128 (at most ZINC_GPU_CHANNELS); a message takes one channel per 32 KB")
+ZN_PARAM(gpu_p2p_ll,    SIZE, "ZINC_GPU_P2P_LL",    NULL,                 "128K",
+         "sends and receives between GPUs of one host up to this many bytes travel as LL messages (data and flags in 16-byte stores, no fence; a channel per 32 KB, at most ZINC_GPU_P2P_CHANNELS) instead of through the FIFOs; 0-512K, 0: never")
 ZN_PARAM(gpu_slot_size, SIZE, "ZINC_GPU_SLOT_SIZE", NULL,                 "256K",
          "bytes of each FIFO slot of a cuda communicator's arena (64K-4M); large collectives move data in windows of this size per channel")
 ZN_PARAM(gpu_net,       STR,  "ZINC_GPU_NET",       NULL,                 "auto",

@@ -244,13 +244,15 @@ static uint8_t p2p_byte(int from, int to, int i, size_t j)
     return (uint8_t)(from * 31 + to * 7 + i * 13 + (int)(j % 251));
 }
 
+/* 1 B to 40 KB: most go as LL messages (up to ZINC_GPU_P2P_LL, 32 KB), the others through the
+ * FIFOs, mixed on every pair. */
 static size_t p2p_size(int i)
 {
-    return 1 + (size_t)(i * 997) % 20000;
+    return 1 + (size_t)(i * 997) % 40000;
 }
 
 /* One group of 4 * K operations: K sends to next and K to prev, K receives from prev and K from
- * next, sizes p2p_size(i) (odd, 1 B to 20 KB), matched in call order on each pair. Returns
+ * next, sizes p2p_size(i), matched in call order on each pair. Returns
  * ncclGroupEnd's result; on success the received bytes are checked. */
 static ncclResult_t many_p2p(ncclComm_t comm, int K)
 {
