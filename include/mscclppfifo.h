@@ -24,7 +24,9 @@
  *
  * A trigger with mscclppFlag names the count it signals: the kernel may raise the connection's
  * count again before the proxy serves it, so the proxy cannot read the count from device
- * memory; it rebuilds it from these bits and the count it signalled last.
+ * memory; it rebuilds it from these bits and the count it signalled last. A trigger without
+ * them (a kernel built against MSCCL++ 0.1's header) is served as before, by copying the
+ * kernel's counter, which a later signal of that kernel may already have raised.
  *
  * The header is C++ as MSCCL++ 0.1's is (an enum with a fixed underlying type, alignas); from C
  * it declares the same types with C spellings.

@@ -164,8 +164,8 @@ ncclResult_t zn_msc_p2p_fifo(struct mscclppComm *c, int i);
 /* Copy a FIFO data trigger of connection i (asynchronous, on the domain's stream). */
 ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uint64_t src_off,
                              uint64_t size);
-/* Signal: copy the local device epoch to the peer's proxy word (stream-ordered after the
- * copies before it). */
+/* Signal: store the count whose low ZINC_SIGNAL_BITS bits the trigger carries (low) into the
+ * peer's proxy word, stream-ordered after the copies before it. */
 ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i, uint64_t low);
 /* Wait until every copy issued so far (on any P2P connection) is done. */
 ncclResult_t zn_msc_p2p_sync(struct mscclppComm *c, int i);

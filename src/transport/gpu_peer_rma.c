@@ -14,9 +14,9 @@
  * put is one cudaMemcpyAsync on the domain's stream (a non-blocking stream of the domain's
  * GPU, made at the first connection), so puts of every connection of the domain complete in
  * issue order. A signal stores its value with a stream memory operation (cuStreamWriteValue64:
- * done by the GPU once the copies before it are complete and visible, no copy engine, about
- * half the time of an 8-byte copy), or, where the driver refuses that, copies it from the
- * caller's stack. flush waits for the stream.
+ * done by the GPU once the copies before it are complete and visible, no copy engine), or,
+ * where the driver refuses that, copies it from the caller's stack. flush waits for the
+ * stream.
  */
 #include "gpu_peer.h"
 #include "util/cuda.h"
