@@ -167,6 +167,17 @@ ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uin
 /* Signal: store the count whose low ZINC_SIGNAL_BITS bits the trigger carries (low) into the
  * peer's proxy word, stream-ordered after the copies before it. */
 ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i, uint64_t low);
+/* The count a signalling trigger names, from the low ZINC_SIGNAL_BITS bits it carries and the
+ * count signalled last on its connection: the next count with those low bits (a jump of more
+ * than one is signalDirect stores in between). 0 for a trigger without a count: zero bits
+ * where the next count's are not (a kernel built against MSCCL++ 0.1's header). */
+static inline uint64_t zn_msc_signal_count(uint64_t last, uint64_t low)
+{
+    const uint64_t mask = (1ull << ZINC_SIGNAL_BITS) - 1;
+    if (low == 0 && ((last + 1) & mask) != 0) return 0;
+    uint64_t v = last + ((low - last) & mask);
+    return v == last ? v + mask + 1 : v;
+}
 /* Wait until every copy issued so far (on any P2P connection) is done. */
 ncclResult_t zn_msc_p2p_sync(struct mscclppComm *c, int i);
 /* Copy size bytes from src (device or host memory) to dst, a peer's mapped buffer, on stream. */

@@ -197,18 +197,16 @@ ncclResult_t zn_msc_p2p_copy(struct mscclppComm *c, int i, uint64_t dst_off, uin
     return RMA->put(h->ep, h->lreg, src_off, h->rbuf, dst_off, size);
 }
 
-/* The signal count the kernel raised when it pushed the trigger, from its low
- * ZINC_SIGNAL_BITS bits (mscclppfifo.h) and the count stored last: the kernel may have raised
- * the count again since (its next putWithSignal), so the word in device memory is not it. A
- * jump of more than one is signalDirect stores between two proxied signals. */
+/* The signal count the kernel raised when it pushed the trigger (zn_msc_signal_count): the
+ * kernel may have raised the count again since (its next putWithSignal), so the word in device
+ * memory is not it. */
 ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i, uint64_t low)
 {
     struct zn_msc_conn *h = &c->host[i];
-    const uint64_t mask = (1ull << ZINC_SIGNAL_BITS) - 1;
-    if (low == 0 && ((h->signaled + 1) & mask) != 0) {
-        /* No count in the trigger: a kernel built against MSCCL++ 0.1's header or an older
-         * zinc one. Copy the kernel's counter as before (a later signal of that kernel may
-         * show early), rather than store a count that was never raised. */
+    uint64_t v = zn_msc_signal_count(h->signaled, low);
+    if (!v) {
+        /* No count in the trigger: copy the kernel's counter as before (a later signal of that
+         * kernel may show early), rather than store a count that was never raised. */
         struct msc_p2p *s = c->p2p;
         size_t slot = (size_t)i * ZN_MSC_SIGNAL_SLOT;
         return RMA->put(h->ep, s->sig_region,
@@ -216,8 +214,6 @@ ncclResult_t zn_msc_p2p_signal(struct mscclppComm *c, int i, uint64_t low)
                         h->rsig_off + offsetof(struct mscclppDevConnSignalEpochId, proxy),
                         sizeof(uint64_t));
     }
-    uint64_t v = h->signaled + ((low - h->signaled) & mask);
-    if (v == h->signaled) v += mask + 1; /* at least one more than the last */
     h->signaled = v;
     return RMA->signal(h->ep, h->rsig,
                        h->rsig_off + offsetof(struct mscclppDevConnSignalEpochId, proxy), v);

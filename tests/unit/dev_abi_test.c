@@ -44,4 +44,27 @@ ZT_TEST(arg_sizes)
     ZT_ASSERT(sizeof(struct zn_dev_coll_args) < 4096);
 }
 
-ZT_MAIN(ZT_CASE(net_slot_layout), ZT_CASE(arg_sizes))
+/* Send/recv's LL buffers (src, ch, buf) follow the collectives' LL buffers without overlap,
+ * one after another, and end where the arena does; their message counts (rows 2-4 of the
+ * LLEPOCH words) stay inside that array, before the zero-copy words. */
+ZT_TEST(p2p_ll_layout)
+{
+    const int nslots = 8, nch = 128, nbuf = 2;
+    const size_t slot = 256 * 1024, ll = zn_dev_ll_off(nslots, nch, nbuf, slot);
+    size_t coll_end = zn_dev_ll_buf(ll, nslots - 1, nch - 1, nch, 1) + ZN_DEV_LL_BYTES;
+    size_t next = coll_end;
+    for (int src = 0; src < nslots; src++)
+        for (int ch = 0; ch < ZN_DEV_P2P_LL_CH; ch++)
+            for (int b = 0; b < 2; b++) {
+                ZT_EQ_INT(zn_dev_p2p_ll_buf(ll, nslots, nch, src, ch, b), next);
+                next += ZN_DEV_P2P_LL_BYTES;
+            }
+    ZT_EQ_INT(next, zn_dev_arena_bytes(nslots, nch, nbuf, slot));
+    size_t last = ZN_DEV_P2PLL_ACK_OFF + 8 * (ZN_DEV_MAX_RANKS * ZN_DEV_P2P_LL_CH);
+    ZT_ASSERT(ZN_DEV_P2PLL_SENT_OFF >= ZN_DEV_RING_ACK_OFF + 8 * ZN_DEV_MAX_CH);
+    ZT_ASSERT(last <= ZN_DEV_ZCSEQ_OFF);
+    /* A message of up to 16 channels of half a buffer each is the most ZINC_GPU_P2P_LL takes. */
+    ZT_EQ_INT(ZN_DEV_P2P_LL_CH * (ZN_DEV_P2P_LL_BYTES / 2), 512 * 1024);
+}
+
+ZT_MAIN(ZT_CASE(net_slot_layout), ZT_CASE(arg_sizes), ZT_CASE(p2p_ll_layout))
