@@ -38,7 +38,7 @@
 #define ZN_DEV_NET_NBUF    8   /* slots per FIFO of one across hosts (NCCL's NCCL_STEPS) */
 #define ZN_DEV_THREADS     512
 #define ZN_DEV_MAX_P2P     512 /* send/recv operations fused into one launch */
-#define ZN_DEV_ABI_VERSION 12
+#define ZN_DEV_ABI_VERSION 13
 
 #define ZN_DEV_CTRL_WORDS  (8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_READY_OFF   0
@@ -47,14 +47,14 @@
 #define ZN_DEV_RECVD_OFF   (ZN_DEV_SENT_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 #define ZN_DEV_LLEPOCH_OFF (ZN_DEV_RECVD_OFF + 8 * ZN_DEV_MAX_RANKS * ZN_DEV_MAX_CH)
 /* Row 0 of the LLEPOCH array: [ch] this rank's LL call count. Row 1: [ch] the last ring-LL call
- * the next rank on the ring finished reading (written by next). Rows 2-4, at word
- * peer slot * ZN_DEV_P2P_LL_CH + channel, the LL messages of the send/recv kernel
- * (zn_dev_p2p_op.ll): row 2 how many this rank sent to the peer, row 3 how many it took from
- * the peer, row 4 how many of this rank's the peer took (written by the peer). Rows 5+ unused. */
+ * the next rank on the ring finished reading (written by next). Rows 2-7, two rows each, at
+ * word peer slot * ZN_DEV_P2P_LL_CH + channel, the LL messages of the send/recv kernel
+ * (zn_dev_p2p_op.ll): rows 2-3 how many this rank sent to the peer, rows 4-5 how many it took
+ * from the peer, rows 6-7 how many of this rank's the peer took (written by the peer). */
 #define ZN_DEV_RING_ACK_OFF    (ZN_DEV_LLEPOCH_OFF + 8 * ZN_DEV_MAX_CH)
 #define ZN_DEV_P2PLL_SENT_OFF  (ZN_DEV_LLEPOCH_OFF + 2 * 8 * ZN_DEV_MAX_CH)
-#define ZN_DEV_P2PLL_RECVD_OFF (ZN_DEV_LLEPOCH_OFF + 3 * 8 * ZN_DEV_MAX_CH)
-#define ZN_DEV_P2PLL_ACK_OFF   (ZN_DEV_LLEPOCH_OFF + 4 * 8 * ZN_DEV_MAX_CH)
+#define ZN_DEV_P2PLL_RECVD_OFF (ZN_DEV_LLEPOCH_OFF + 4 * 8 * ZN_DEV_MAX_CH)
+#define ZN_DEV_P2PLL_ACK_OFF   (ZN_DEV_LLEPOCH_OFF + 6 * 8 * ZN_DEV_MAX_CH)
 /* Zero-copy calls on registered buffers (ZN_DEV_ZEROCOPY): per (src, ch), written by src, its
  * phase (2k-1 when it entered call k, 2k when it finished writing) and where this rank sees
  * src's send and receive buffers; [own rank][ch] holds this rank's own call count. */
@@ -91,8 +91,8 @@
  * ZN_DEV_P2P_LL_BYTES after the collectives' LL buffers; a message's slice on a channel is up to
  * half that many bytes. A sender reuses a buffer once the receiver has taken the message
  * before (row 4 of LLEPOCH); the flag is the message's number on that channel plus one. */
-#define ZN_DEV_P2P_LL_BYTES 65536
-#define ZN_DEV_P2P_LL_CH    16
+#define ZN_DEV_P2P_LL_BYTES 32768
+#define ZN_DEV_P2P_LL_CH    32
 
 /* Usable from host C and from CUDA device code. */
 #ifdef __CUDACC__
@@ -107,9 +107,11 @@ static_assert(8 * ZN_DEV_CTRL_WORDS <= ZN_DEV_DATA_OFF, "control area fits its p
 _Static_assert(8 * ZN_DEV_CTRL_WORDS <= ZN_DEV_DATA_OFF, "control area fits its page");
 #endif
 #ifdef __cplusplus
-static_assert(ZN_DEV_MAX_RANKS * ZN_DEV_P2P_LL_CH <= ZN_DEV_MAX_CH, "LL message counts fit a row");
+static_assert(ZN_DEV_MAX_RANKS * ZN_DEV_P2P_LL_CH <= 2 * ZN_DEV_MAX_CH,
+              "LL message counts fit two rows");
 #else
-_Static_assert(ZN_DEV_MAX_RANKS *ZN_DEV_P2P_LL_CH <= ZN_DEV_MAX_CH, "LL message counts fit a row");
+_Static_assert(ZN_DEV_MAX_RANKS *ZN_DEV_P2P_LL_CH <= 2 * ZN_DEV_MAX_CH,
+               "LL message counts fit two rows");
 #endif
 #ifdef __cplusplus
 static_assert(ZN_DEV_NET_NBUF <= ZN_DEV_MAX_RANKS, "a net slot's size word per buffer fits");
@@ -213,7 +215,9 @@ enum zn_dev_algo {
     ZN_DEV_ALGO_RING = 3,
     ZN_DEV_ZEROCOPY = 4, /* registered buffers: peers' buffers read and written in
                             place (zc_send / zc_recv), no FIFO */
-    ZN_DEV_RING_LL = 5   /* small allreduce on a ring: LL packets forwarded along it */
+    ZN_DEV_RING_LL = 5,  /* small allreduce on a ring: LL packets forwarded along it */
+    ZN_DEV_SPLIT = 6     /* reducescatter on one host, two blocks per channel: one pushes the
+                            windows to the peers, one reduces what arrives (zn_dev_coll_blocks) */
 };
 
 /* What every kernel of a communicator needs to find its peers and report trouble.
@@ -328,6 +332,13 @@ _Static_assert(sizeof(struct zn_dev_p2p_args) < 32000, "fits the kernel paramete
 
 /* Launch on stream (cudaStream_t passed as void *). Return 0 or a CUDA error code. */
 int zn_dev_launch_coll(const struct zn_dev_coll_args *a, void *stream);
+/* Thread blocks of a collective's kernel: one per channel, two for ZN_DEV_SPLIT (block 2c
+ * pushes channel c's windows, block 2c + 1 reduces them: reducescatter_split in
+ * device/coll.cu). */
+static inline int zn_dev_coll_blocks(const struct zn_dev_coll_args *a)
+{
+    return a->algo == ZN_DEV_SPLIT ? 2 * a->nch : a->nch;
+}
 int zn_dev_launch_p2p(const struct zn_dev_p2p_args *a, void *stream);
 /* Staged path: ring the doorbell with descriptor id, then wait for the proxy. bell is the
  * device view of the pinned doorbell, seq a device-memory counter of the communicator. */

@@ -270,6 +270,41 @@ static const struct zn_gpu_algo gpu_twoshot = {
     .dev_algo = ZN_DEV_TWOSHOT,
 };
 
+/* --- reducescatter: pushing and reducing blocks --------------------------------------- */
+
+/* Blocks (per rank) from which the split pattern is used. Measured on 2 H100 (procs, float,
+ * zinc / NCCL time): blocks of 8 MB 47.5 us direct against 52.1 split (NCCL 54.5), 32 MB 161.5
+ * against 151.3 (NCCL 169), 512 MB 2155 against 1939 (NCCL 1985). */
+#define SPLIT_MIN_BYTES ((size_t)16 << 20)
+
+static int split_supports(const struct zn_gpu_call *c)
+{
+    return c->coll == ZN_COLL_REDUCESCATTER && c->nranks > 1 && all_peers_mapped(c) && !c->net;
+}
+
+static double split_cost(const struct zn_gpu_call *c)
+{
+    return c->bytes >= SPLIT_MIN_BYTES ? 2.5 : INFINITY;
+}
+
+/* Two thread blocks per channel: half as many channels as the direct pattern, the same SMs. */
+static int split_channels(const struct zn_gpu_call *c)
+{
+    return (whole_channels(c) + 1) / 2;
+}
+
+static const struct zn_gpu_algo gpu_split = {
+    .name = "split",
+    .label = "split push/reduce",
+    .doc = "reducescatter on one host from 16 MB blocks: per channel one thread block pushes "
+           "the windows to the peers while another reduces the windows that arrived",
+    .force = { "split", NULL },
+    .supports = split_supports,
+    .cost = split_cost,
+    .channels = split_channels,
+    .dev_algo = ZN_DEV_SPLIT,
+};
+
 static const struct zn_gpu_algo gpu_direct_ll = {
     .name = "direct_ll",
     .label = "direct LL",
@@ -293,8 +328,8 @@ static const struct zn_gpu_algo gpu_direct = {
 };
 
 static const struct zn_gpu_algo *const gpu_algos[] = {
-    &gpu_zerocopy, &gpu_ring_ll, &gpu_ring,      &gpu_oneshot_ll,
-    &gpu_oneshot,  &gpu_twoshot, &gpu_direct_ll, &gpu_direct,
+    &gpu_zerocopy, &gpu_ring_ll,   &gpu_ring,   &gpu_oneshot_ll, &gpu_oneshot,
+    &gpu_twoshot,  &gpu_direct_ll, &gpu_direct, &gpu_split,
 };
 #define NGPU ((int)(sizeof(gpu_algos) / sizeof(gpu_algos[0])))
 

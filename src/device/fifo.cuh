@@ -153,17 +153,22 @@ static __device__ int wait_geq(const Chan &s, volatile uint64_t *p, uint64_t v,
     }
 }
 
-/* Block-wide: load this channel's counters, a thread per peer slot (one thread loading them
- * all waited for each load in turn before the next). */
-static __device__ void chan_open(Chan &s, const zn_dev_comm *c)
+/* What chan_close writes back: the counts of pushed slots, of consumed ones, or both (a block
+ * that only pushes or only consumes must leave the other count to the block that owns it). */
+enum { CHAN_SENT = 1, CHAN_RECVD = 2, CHAN_BOTH = 3 };
+
+/* Block-wide: load channel ch's counters (by default the block's own), a thread per peer slot
+ * (one thread loading them all waited for each load in turn before the next). */
+static __device__ void chan_open(Chan &s, const zn_dev_comm *c, int ch = -1)
 {
+    if (ch < 0) ch = blockIdx.x;
     for (int p = threadIdx.x; p < c->nslots; p += blockDim.x) {
-        s.sent[p] = *ctrl(c->arena[c->self], ZN_DEV_SENT_OFF, p, blockIdx.x);
-        s.recvd[p] = *ctrl(c->arena[c->self], ZN_DEV_RECVD_OFF, p, blockIdx.x);
+        s.sent[p] = *ctrl(c->arena[c->self], ZN_DEV_SENT_OFF, p, ch);
+        s.recvd[p] = *ctrl(c->arena[c->self], ZN_DEV_RECVD_OFF, p, ch);
     }
     if (threadIdx.x == 0) {
         s.c = c;
-        s.ch = blockIdx.x;
+        s.ch = ch;
         s.me = c->self;
         s.n = c->nranks;
         s.np = c->nslots;
@@ -172,13 +177,13 @@ static __device__ void chan_open(Chan &s, const zn_dev_comm *c)
     __syncthreads();
 }
 
-static __device__ void chan_close(Chan &s)
+static __device__ void chan_close(Chan &s, int which = CHAN_BOTH)
 {
     __syncthreads();
     if (threadIdx.x == 0) {
         for (int p = 0; p < s.np; p++) {
-            *ctrl(s.c->arena[s.me], ZN_DEV_SENT_OFF, p, s.ch) = s.sent[p];
-            *ctrl(s.c->arena[s.me], ZN_DEV_RECVD_OFF, p, s.ch) = s.recvd[p];
+            if (which & CHAN_SENT) *ctrl(s.c->arena[s.me], ZN_DEV_SENT_OFF, p, s.ch) = s.sent[p];
+            if (which & CHAN_RECVD) *ctrl(s.c->arena[s.me], ZN_DEV_RECVD_OFF, p, s.ch) = s.recvd[p];
         }
     }
 }

@@ -9,7 +9,7 @@
  * peer and direction go in call order (they share the FIFO), which is how NCCL matches them.
  *
  * Small messages to peers of this host (op.ll, ZINC_GPU_P2P_LL) skip the FIFO: each of the first
- * few blocks writes its slice (up to 32 KB) as LL packets (8 data bytes and two copies of the
+ * few blocks writes its slice (up to 16 KB) as LL packets (8 data bytes and two copies of the
  * flag in one 16-byte store) into one of two buffers the receiver keeps for this rank and
  * channel, and the receiver's threads wait for their packets' flags; no fence, no ready
  * counter, one NVLink crossing before the data is seen. The receiver raises its count of
@@ -39,7 +39,7 @@ static_assert(sizeof(P2pArgs<ZN_DEV_MAX_P2P>) == sizeof(zn_dev_p2p_args), "same 
 
 constexpr int FEW_OPS = 8;
 
-/* Packets per thread in flight: a 32 KB message is 4096 packets, 8 per thread of a block. */
+/* Packets per thread in flight: a slice of 16 KB is 2048 packets, 4 per thread of a block. */
 constexpr int LL_UNROLL = 8;
 static_assert(LL_UNROLL * ZN_DEV_THREADS * 8 >= ZN_DEV_P2P_LL_BYTES / 2,
               "a thread reads all its packets of a slice at once");
@@ -145,7 +145,8 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS)
     __shared__ uint64_t done[N];
     __shared__ int16_t dep[N];
     __shared__ int idle;
-    chan_open(s, &a.comm);
+    /* The LL counts are loaded before chan_open's loads and barrier, so that both wait out
+     * one memory round trip together rather than one after the other. */
     const bool ll_block = blockIdx.x < ZN_DEV_P2P_LL_CH; /* a channel that carries LL slices */
     if (ll_block)
         for (int p = threadIdx.x; p < a.comm.nslots; p += blockDim.x) {
@@ -153,6 +154,7 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS)
             q.taken[p] = *llword(a.comm.arena[a.comm.self], ZN_DEV_P2PLL_RECVD_OFF, p, blockIdx.x);
             q.acked[p] = *llword(a.comm.arena[a.comm.self], ZN_DEV_P2PLL_ACK_OFF, p, blockIdx.x);
         }
+    chan_open(s, &a.comm);
     for (int k = threadIdx.x; k < a.nops; k += blockDim.x) done[k] = 0;
     if (threadIdx.x == 0) {
         /* dep[k]: the last earlier operation on the same FIFO whose slice on this channel is

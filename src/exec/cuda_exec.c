@@ -167,7 +167,7 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops,
                             "communicator (not supported yet: split the group)",
                             ZN_DEV_MAX_P2P);
         int is_send = o->kind == ZN_CUDA_SEND;
-        /* Small messages to a peer of this host as LL messages, a channel per 32 KB: no fence,
+        /* Small messages to a peer of this host as LL messages, a channel per 16 KB: no fence,
          * no ready counter (both ends decide alike, from the size and agreed values). */
         int ll = bytes <= cuda->p2p_ll &&
                  bytes <= (size_t)cuda->p2p_ch * (ZN_DEV_P2P_LL_BYTES / 2) &&

@@ -67,4 +67,21 @@ ZT_TEST(p2p_ll_layout)
     ZT_EQ_INT(ZN_DEV_P2P_LL_CH * (ZN_DEV_P2P_LL_BYTES / 2), 512 * 1024);
 }
 
-ZT_MAIN(ZT_CASE(net_slot_layout), ZT_CASE(arg_sizes), ZT_CASE(p2p_ll_layout))
+/* Two blocks per channel for the split reducescatter only (device/coll.cu), one for every other
+ * pattern. */
+ZT_TEST(coll_blocks)
+{
+    static struct zn_dev_coll_args a;
+    a.nch = 5;
+    a.coll = ZN_DEV_REDUCESCATTER;
+    a.algo = ZN_DEV_SPLIT;
+    ZT_EQ_INT(zn_dev_coll_blocks(&a), 10);
+    static const int others[] = { ZN_DEV_ONESHOT,   ZN_DEV_TWOSHOT,  ZN_DEV_ONESHOT_LL,
+                                  ZN_DEV_ALGO_RING, ZN_DEV_ZEROCOPY, ZN_DEV_RING_LL };
+    for (int i = 0; i < (int)(sizeof(others) / sizeof(others[0])); i++) {
+        a.algo = others[i];
+        ZT_EQ_INT(zn_dev_coll_blocks(&a), 5);
+    }
+}
+
+ZT_MAIN(ZT_CASE(net_slot_layout), ZT_CASE(arg_sizes), ZT_CASE(p2p_ll_layout), ZT_CASE(coll_blocks))

@@ -87,7 +87,7 @@ static const struct row rows[] = {
       "zerocopy/128 zerocopy/128 zerocopy/128" },
     { ZN_COLL_REDUCESCATTER, 2, 0, 0, 0, 0, 128, NULL, NULL,
       "direct_ll/1 direct_ll/2 direct_ll/32 direct_ll/128 direct_ll/128 direct_ll/128 direct/128 "
-      "direct/128 direct/128 direct/128" },
+      "direct/128 split/64 split/64" },
     { ZN_COLL_REDUCESCATTER, 2, 0, 0, 0, 0, 128, "ring", NULL,
       "ring/1 ring/1 ring/16 ring/64 ring/65 ring/128 ring/128 ring/128 ring/128 ring/128" },
     { ZN_COLL_REDUCESCATTER, 2, 0, 0, 0, 0, 128, "oneshot", NULL,
@@ -98,7 +98,7 @@ static const struct row rows[] = {
       "direct/128" },
     { ZN_COLL_REDUCESCATTER, 2, 0, 0, 0, 0, 128, "zerocopy", NULL,
       "direct_ll/1 direct_ll/2 direct_ll/32 direct_ll/128 direct_ll/128 direct_ll/128 direct/128 "
-      "direct/128 direct/128 direct/128" },
+      "direct/128 split/64 split/64" },
     { ZN_COLL_REDUCESCATTER, 2, 0, 1, 0, 0, 128, NULL, NULL,
       "direct_ll/1 direct_ll/2 direct_ll/32 direct_ll/128 direct_ll/128 direct_ll/128 direct/128 "
       "zerocopy/128 zerocopy/128 zerocopy/128" },
@@ -116,7 +116,7 @@ static const struct row rows[] = {
       "zerocopy/128 zerocopy/128 zerocopy/128" },
     { ZN_COLL_REDUCESCATTER, 4, 0, 0, 0, 0, 128, NULL, NULL,
       "direct_ll/1 direct_ll/2 direct_ll/32 direct_ll/128 direct_ll/128 direct_ll/128 direct/128 "
-      "direct/128 direct/128 direct/128" },
+      "direct/128 split/64 split/64" },
     { ZN_COLL_REDUCESCATTER, 4, 0, 0, 0, 0, 128, "ring", NULL,
       "ring/1 ring/1 ring/16 ring/64 ring/65 ring/128 ring/128 ring/128 ring/128 ring/128" },
     { ZN_COLL_REDUCESCATTER, 4, 0, 0, 0, 0, 128, "oneshot", NULL,
@@ -127,7 +127,7 @@ static const struct row rows[] = {
       "direct/128" },
     { ZN_COLL_REDUCESCATTER, 4, 0, 0, 0, 0, 128, "zerocopy", NULL,
       "direct_ll/1 direct_ll/2 direct_ll/32 direct_ll/128 direct_ll/128 direct_ll/128 direct/128 "
-      "direct/128 direct/128 direct/128" },
+      "direct/128 split/64 split/64" },
     { ZN_COLL_REDUCESCATTER, 4, 0, 1, 0, 0, 128, NULL, NULL,
       "direct_ll/1 direct_ll/2 direct_ll/32 direct_ll/128 direct_ll/128 direct_ll/128 direct/128 "
       "zerocopy/128 zerocopy/128 zerocopy/128" },
@@ -281,10 +281,10 @@ static const struct row rows[] = {
       "zerocopy/128 zerocopy/128 twoshot/128" },
     { ZN_COLL_REDUCESCATTER, 2, 0, 0, 0, 0, 128, NULL, "LL",
       "direct_ll/1 direct_ll/2 direct_ll/32 direct_ll/128 direct_ll/128 direct_ll/128 "
-      "direct_ll/128 direct/128 direct/128 direct/128" },
+      "direct_ll/128 direct/128 split/64 split/64" },
     { ZN_COLL_REDUCESCATTER, 2, 0, 0, 0, 0, 128, NULL, "SIMPLE",
-      "direct/1 direct/1 direct/16 direct/64 direct/65 direct/128 direct/128 direct/128 direct/128 "
-      "direct/128" },
+      "direct/1 direct/1 direct/16 direct/64 direct/65 direct/128 direct/128 direct/128 split/64 "
+      "split/64" },
     { ZN_COLL_REDUCESCATTER, 2, 0, 1, 0, 0, 128, NULL, "LL",
       "direct_ll/1 direct_ll/2 direct_ll/32 direct_ll/128 direct_ll/128 direct_ll/128 "
       "direct_ll/128 zerocopy/128 zerocopy/128 zerocopy/128" },
@@ -293,10 +293,10 @@ static const struct row rows[] = {
       "zerocopy/128 zerocopy/128" },
     { ZN_COLL_REDUCESCATTER, 4, 0, 0, 0, 0, 128, NULL, "LL",
       "direct_ll/1 direct_ll/2 direct_ll/32 direct_ll/128 direct_ll/128 direct_ll/128 "
-      "direct_ll/128 direct/128 direct/128 direct/128" },
+      "direct_ll/128 direct/128 split/64 split/64" },
     { ZN_COLL_REDUCESCATTER, 4, 0, 0, 0, 0, 128, NULL, "SIMPLE",
-      "direct/1 direct/1 direct/16 direct/64 direct/65 direct/128 direct/128 direct/128 direct/128 "
-      "direct/128" },
+      "direct/1 direct/1 direct/16 direct/64 direct/65 direct/128 direct/128 direct/128 split/64 "
+      "split/64" },
     { ZN_COLL_REDUCESCATTER, 4, 0, 1, 0, 0, 128, NULL, "LL",
       "direct_ll/1 direct_ll/2 direct_ll/32 direct_ll/128 direct_ll/128 direct_ll/128 "
       "direct_ll/128 zerocopy/128 zerocopy/128 zerocopy/128" },
@@ -408,7 +408,7 @@ static const struct row rows[] = {
       "twoshot/128 twoshot/128 twoshot/128 twoshot/128" },
     { ZN_COLL_REDUCESCATTER, 2, 0, 1, 1, 0, 128, NULL, NULL,
       "direct_ll/1 direct_ll/2 direct_ll/32 direct_ll/128 direct_ll/128 direct_ll/128 direct/128 "
-      "direct/128 direct/128 direct/128" },
+      "direct/128 split/64 split/64" },
     { ZN_COLL_ALLTOALL, 2, 0, 1, 0, 0, 128, "zerocopy", NULL,
       "zerocopy/1 zerocopy/1 zerocopy/16 zerocopy/64 zerocopy/65 zerocopy/128 zerocopy/128 "
       "zerocopy/128 zerocopy/128 zerocopy/128" },
