@@ -32,8 +32,8 @@ ZN_PARAM(net_plugin,    STR,  "ZINC_NET_PLUGIN",    "NCCL_NET_PLUGIN",    "",
          "net plugin: a name (loads libnccl-net-NAME.so), a path, or none; default: libnccl-net.so if it can be loaded")
 ZN_PARAM(net_plugin_version, INT, "ZINC_NET_PLUGIN_VERSION", NULL,           "11",
          "newest ncclNetPlugin_vN table to take from a plugin (6-11); lower values test zinc's adapters for older plugins")
-ZN_PARAM(socket_nthreads, INT, "ZINC_SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS", "0",
-         "helper threads per socket-net connection (0-16); 0: the thread that polls moves the data on the control stream")
+ZN_PARAM(socket_nthreads, INT, "ZINC_SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS", "-1",
+         "helper threads per socket-net connection (0-16); 0: the thread that polls moves the data on the control stream; -1 (auto): 2 where the process may run on 8 or more CPUs, else 0; messages up to 64 KB always travel on the control stream")
 ZN_PARAM(nsocks_perthread, INT, "ZINC_NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD", "1",
          "data streams (TCP connections) per helper thread of a socket-net connection; threads x streams <= 64")
 ZN_PARAM(shm_disable,   BOOL, "ZINC_SHM_DISABLE",   "NCCL_SHM_DISABLE",   "0",
@@ -68,8 +68,8 @@ ZN_PARAM(gpu_channels,  INT,  "ZINC_GPU_CHANNELS",  NULL,                 "128",
          "most channels (thread blocks) a GPU kernel of a cuda communicator uses, 1-128; the arena has a FIFO per channel and peer")
 ZN_PARAM(gpu_p2p_channels, INT, "ZINC_GPU_P2P_CHANNELS", NULL,             "128",
          "most channels (thread blocks) one send or receive of a cuda communicator uses, 1-128 (at most ZINC_GPU_CHANNELS); a message takes one channel per 32 KB")
-ZN_PARAM(gpu_p2p_ll,    SIZE, "ZINC_GPU_P2P_LL",    NULL,                 "128K",
-         "sends and receives between GPUs of one host up to this many bytes travel as LL messages (data and flags in 16-byte stores, no fence; a channel per 32 KB, at most ZINC_GPU_P2P_CHANNELS) instead of through the FIFOs; 0-512K, 0: never")
+ZN_PARAM(gpu_p2p_ll,    SIZE, "ZINC_GPU_P2P_LL",    NULL,                 "512K",
+         "sends and receives between GPUs of one host up to this many bytes travel as LL messages (data and flags in 16-byte stores, no fence; a channel per 16 KB, at most ZINC_GPU_P2P_CHANNELS) instead of through the FIFOs; 0-512K, 0: never")
 ZN_PARAM(gpu_slot_size, SIZE, "ZINC_GPU_SLOT_SIZE", NULL,                 "256K",
          "bytes of each FIFO slot of a cuda communicator's arena (64K-4M); large collectives move data in windows of this size per channel")
 ZN_PARAM(gpu_net,       STR,  "ZINC_GPU_NET",       NULL,                 "auto",

@@ -244,8 +244,8 @@ static uint8_t p2p_byte(int from, int to, int i, size_t j)
     return (uint8_t)(from * 31 + to * 7 + i * 13 + (int)(j % 251));
 }
 
-/* 1 B to 40 KB: most go as LL messages (up to ZINC_GPU_P2P_LL, 32 KB), the others through the
- * FIFOs, mixed on every pair. */
+/* 1 B to 40 KB: with ZINC_GPU_P2P_LL=16K (the ctest's setting) under half go as LL messages,
+ * the others through the FIFOs, mixed on every pair. */
 static size_t p2p_size(int i)
 {
     return 1 + (size_t)(i * 997) % 40000;
