@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <net/if.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +26,24 @@
 
 #define NSOCK_GROUPS 16 /* connections whose streams are still arriving */
 
+/* ZINC_SOCKET_NTHREADS=-1 (the default): two helper threads where the process may run on 8 or
+ * more CPUs. NCCL keeps the payload on the control stream outside known clouds; on 2 H200 with
+ * 16 cores, an allreduce across two "hosts" over loopback took 2163 us at 16 MB with 2 threads
+ * against 6000 for NCCL's default (5589 for zinc without threads). On 2 cores helper threads
+ * compete with the ranks' own progress and were slower, hence none there. */
+static int auto_threads(void)
+{
+    cpu_set_t set;
+    int ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                            : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return ncpu >= 8 ? 2 : 0;
+}
+
 void zn_nsock_config(int *nthreads, int *nsocks_per_thread)
 {
     const struct zn_params *p = zn_params();
     int64_t nt = p->socket_nthreads, ns = p->nsocks_perthread;
-    if (nt < 0) nt = 0;
+    if (nt < 0) nt = auto_threads();
     if (nt > NSOCK_MAX_THREADS) nt = NSOCK_MAX_THREADS;
     if (ns < 1) ns = 1;
     if (nt > 0 && nt * ns > NSOCK_MAX_SOCKETS) ns = NSOCK_MAX_SOCKETS / nt;

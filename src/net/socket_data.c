@@ -169,6 +169,13 @@ void zn_nsock_comm_free(struct nsock_comm *c)
     free(c);
 }
 
+/* Whether a message of size bytes follows its header on the control stream (both ends decide
+ * alike: the same streams, the same size). */
+static int inline_payload(const struct nsock_comm *c, size_t size)
+{
+    return c->nstreams == 0 || size <= NSOCK_INLINE_MAX;
+}
+
 /* Cut a message into at most one chunk per data stream and queue the chunks. */
 static void queue_chunks(struct nsock_comm *c, struct nsock_req *r, char *buf, size_t size)
 {
@@ -223,7 +230,7 @@ ncclResult_t zn_nsock_isend(void *comm, void *data, size_t size, int tag, void *
     r->data[0] = data;
     r->cap[0] = r->size[0] = size;
     r->tag[0] = tag;
-    if (c->nstreams > 0) queue_chunks(c, r, data, size);
+    if (!inline_payload(c, size)) queue_chunks(c, r, data, size);
     *request = r;
     return ncclSuccess;
 }
@@ -262,7 +269,7 @@ static void ctrl_pop(struct nsock_comm *c, struct nsock_req *r)
     c->pay_done = 0;
 }
 
-/* Send side: header, then the payload inline when there are no data streams. */
+/* Send side: header, then the payload inline (inline_payload). */
 static int send_step(struct nsock_comm *c, struct nsock_req *r, int *err)
 {
     if (!c->hdr_ready) {
@@ -270,7 +277,7 @@ static int send_step(struct nsock_comm *c, struct nsock_req *r, int *err)
         zn_nsock_hdr_encode(&h, c->hdr);
         c->hdr_ready = 1;
     }
-    size_t n = 0, inline_len = c->nstreams == 0 ? r->size[0] : 0;
+    size_t n = 0, inline_len = inline_payload(c, r->size[0]) ? r->size[0] : 0;
     if (c->hdr_done < ZN_NSOCK_HDR_LEN) {
         /* With the inline payload in the same call: no segment of its own for the header. */
         size_t left = ZN_NSOCK_HDR_LEN - c->hdr_done;
@@ -325,7 +332,7 @@ static int recv_match(struct nsock_comm *c, struct nsock_req *r, ncclResult_t *r
     r->nmatched++;
     c->cur_elem = e;
     c->hdr_ready = 1;
-    if (c->nstreams > 0) queue_chunks(c, r, r->data[e], h.size);
+    if (!inline_payload(c, h.size)) queue_chunks(c, r, r->data[e], h.size);
     return 1;
 }
 
@@ -340,7 +347,7 @@ static int recv_step(struct nsock_comm *c, struct nsock_req *r, int *err, ncclRe
         if (!recv_match(c, r, res)) return 0;
     }
     int e = c->cur_elem;
-    size_t inline_len = c->nstreams == 0 ? r->size[e] : 0;
+    size_t inline_len = inline_payload(c, r->size[e]) ? r->size[e] : 0;
     if (c->pay_done < inline_len) {
         *err =
             zn_sock_recv_some(c->ctrl_fd, r->data[e] + c->pay_done, inline_len - c->pay_done, &n);
