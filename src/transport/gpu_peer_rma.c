@@ -11,12 +11,14 @@
  * allocation once per domain (CUDA IPC maps an allocation once per process; several regions
  * may share one). mem_alloc makes device memory (zeroed) that peers import the same way.
  *
- * put is one cudaMemcpyAsync on the domain's stream (a non-blocking stream of the domain's
- * GPU, made at the first connection), so puts of every connection of the domain complete in
- * issue order. A signal stores its value with a stream memory operation (cuStreamWriteValue64:
- * done by the GPU once the copies before it are complete and visible, no copy engine), or,
- * where the driver refuses that, copies it from the caller's stack. flush waits for the
- * stream.
+ * put is one device-to-device copy (cuMemcpyDtoDAsync) on the domain's stream (a non-blocking
+ * stream of the domain's GPU, made at the first connection), so puts of every connection of the
+ * domain complete in issue order. (Splitting a put of 4 MB and more over two streams, for two
+ * copy engines, made allgather through the proxy slower on 2 H200: 16 MB 40.0 - 41.4 us against
+ * 35.6 in one copy.) A signal stores its value with a stream memory operation
+ * (cuStreamWriteValue64: done by the GPU once the copies before it are complete and visible, no
+ * copy engine), or, where the driver refuses that, copies it from the caller's stack. flush waits
+ * for the stream.
  */
 #include "gpu_peer.h"
 #include "util/cuda.h"
@@ -354,7 +356,7 @@ ncclResult_t zn_p2p_dom_put(struct zn_conn *c, void *local, size_t loff, void *r
                         "p2p: put of %zu bytes from offset %zu to offset %zu leaves a region "
                         "(local %llu, remote %llu bytes)",
                         len, loff, roff, (unsigned long long)l->len, (unsigned long long)r->len);
-    return zn_cuda_memcpy_async(r->ptr + roff, l->ptr + loff, len, e->d->stream);
+    return zn_cuda_memcpy_dtod_async(r->ptr + roff, l->ptr + loff, len, e->d->stream);
 }
 
 /* A stream write of value, or a copy of it (pageable: the copy has taken it when the call

@@ -51,6 +51,7 @@ static struct {
     CUresult (*pointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
     CUresult (*streamWriteValue64)(CUstream, CUdeviceptr, cuuint64_t,
                                    unsigned int); /* optional: stream memory operations */
+    CUresult (*memcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream); /* optional */
     int ok;
 } drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
@@ -86,6 +87,7 @@ static void load_driver(void)
     ZN_ENTRY(memGetHandleForAddressRange, "cuMemGetHandleForAddressRange");
     ZN_ENTRY(pointerGetAttribute, "cuPointerGetAttribute");
     ZN_ENTRY(streamWriteValue64, "cuStreamWriteValue64");
+    ZN_ENTRY(memcpyDtoDAsync, "cuMemcpyDtoDAsync");
 #undef ZN_ENTRY
     drv.ok = drv.memCreate && drv.memRelease && drv.memAddressReserve && drv.memAddressFree &&
              drv.memMap && drv.memUnmap && drv.memSetAccess && drv.memExport && drv.memImport &&
@@ -246,6 +248,18 @@ ncclResult_t zn_cuda_memcpy_async(void *dst, const void *src, size_t size, void 
 {
     return rt_check(cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, (cudaStream_t)stream),
                     "cudaMemcpyAsync");
+}
+
+ncclResult_t zn_cuda_memcpy_dtod_async(void *dst, const void *src, size_t size, void *stream)
+{
+    pthread_once(&drv_once, load_driver);
+    if (!drv.memcpyDtoDAsync) return zn_cuda_memcpy_async(dst, src, size, stream);
+    /* Without a current context (a thread the runtime has not bound yet) the runtime's copy
+     * binds one, and reports a real failure as well as the driver would. */
+    if (drv.memcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, size,
+                            (CUstream)stream) == CUDA_SUCCESS)
+        return ncclSuccess;
+    return zn_cuda_memcpy_async(dst, src, size, stream);
 }
 
 int zn_cuda_write_value64(void *stream, void *dst, uint64_t value)
@@ -667,6 +681,10 @@ void zn_cuda_stream_destroy(void *stream) {}
 ncclResult_t zn_cuda_memcpy_async(void *dst, const void *src, size_t size, void *stream)
 {
     return absent("cudaMemcpyAsync");
+}
+ncclResult_t zn_cuda_memcpy_dtod_async(void *dst, const void *src, size_t size, void *stream)
+{
+    return absent("cuMemcpyDtoDAsync");
 }
 int zn_cuda_write_value64(void *stream, void *dst, uint64_t value)
 {

@@ -92,6 +92,10 @@ void zn_cuda_ipc_close(void *ptr);
 ncclResult_t zn_cuda_stream_create(void **stream);
 void zn_cuda_stream_destroy(void *stream);
 ncclResult_t zn_cuda_memcpy_async(void *dst, const void *src, size_t size, void *stream);
+/* Device to device (a peer's memory included), through the driver where it gives the entry
+ * point: the runtime's cudaMemcpyAsync looks both pointers up first (the proxy's put + signal
+ * round trip on 2 H100: 13.3 us against 14.1 - 15.8 through the runtime). */
+ncclResult_t zn_cuda_memcpy_dtod_async(void *dst, const void *src, size_t size, void *stream);
 /* Store value at dst (device memory, also a peer's mapped here) once the stream's earlier work
  * is done and visible (cuStreamWriteValue64): no copy engine, no host buffer. -1 if the driver
  * cannot (no stream memory operations, or not for that address); nothing was queued then. */
