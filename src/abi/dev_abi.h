@@ -90,7 +90,7 @@
  * source slot and channel (the first ZN_DEV_P2P_LL_CH), two buffers (messages alternate) of
  * ZN_DEV_P2P_LL_BYTES after the collectives' LL buffers; a message's slice on a channel is up to
  * half that many bytes. A sender reuses a buffer once the receiver has taken the message
- * before (row 4 of LLEPOCH); the flag is the message's number on that channel plus one. */
+ * before (rows 6-7 of LLEPOCH); the flag is the message's number on that channel plus one. */
 #define ZN_DEV_P2P_LL_BYTES 32768
 #define ZN_DEV_P2P_LL_CH    32
 
