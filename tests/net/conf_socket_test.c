@@ -5,6 +5,7 @@
  */
 #include "conformance.h"
 #include "net/net_layer.h"
+#include "net/socket_internal.h"
 #include "net/socket_wire.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -12,6 +13,7 @@
 #include "zt.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -159,6 +161,44 @@ ZT_TEST(virtual_device)
     ZT_ASSERT(NET->ops->makeVDevice(&d, &two) != ncclSuccess);
 }
 
+/* ZINC_SOCKET_NTHREADS=-1, the default: 2 helper threads where the process may run on 8 or more
+ * CPUs, none below (checked on one CPU, then on the CPUs this test was given); other values are
+ * taken as they are. */
+ZT_TEST(helper_threads_default)
+{
+    const char *v = getenv("ZINC_SOCKET_NTHREADS");
+    char *saved = v ? strdup(v) : NULL;
+    cpu_set_t all, one;
+    ZT_ASSERT(sched_getaffinity(0, sizeof(all), &all) == 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &all)) first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    int nt = -1, ns = 0;
+    unsetenv("ZINC_SOCKET_NTHREADS");
+    zn_params_reload();
+    ZT_ASSERT(sched_setaffinity(0, sizeof(one), &one) == 0);
+    zn_nsock_config(&nt, &ns);
+    ZT_ASSERT(sched_setaffinity(0, sizeof(all), &all) == 0);
+    ZT_EQ_INT(nt, 0);
+    zn_nsock_config(&nt, &ns);
+    ZT_EQ_INT(nt, CPU_COUNT(&all) >= 8 ? 2 : 0);
+    static const char *values[] = { "-1", "0", "5" };
+    const int expect[] = { CPU_COUNT(&all) >= 8 ? 2 : 0, 0, 5 };
+    for (int i = 0; i < 3; i++) {
+        setenv("ZINC_SOCKET_NTHREADS", values[i], 1);
+        zn_params_reload();
+        zn_nsock_config(&nt, &ns);
+        ZT_EQ_INT(nt, expect[i]);
+    }
+    if (saved)
+        setenv("ZINC_SOCKET_NTHREADS", saved, 1);
+    else
+        unsetenv("ZINC_SOCKET_NTHREADS");
+    free(saved);
+    zn_params_reload();
+}
+
 int main(void)
 {
     if (zn_net_select(&NET) != ncclSuccess) {
@@ -173,7 +213,8 @@ int main(void)
     int failed = nt_run_suite(NET->ops, NET->ctx, zn_last_error);
     static const struct zt_case cases[] = { ZT_CASE(stranger_rejected), ZT_CASE(select_by_name),
                                             ZT_CASE(virtual_device),
-                                            ZT_CASE(partial_connection_dropped) };
+                                            ZT_CASE(partial_connection_dropped),
+                                            ZT_CASE(helper_threads_default) };
     failed += zt_run(cases, (int)(sizeof(cases) / sizeof(cases[0])));
     return failed ? 1 : 0;
 }
