@@ -39,7 +39,9 @@ static_assert(sizeof(P2pArgs<ZN_DEV_MAX_P2P>) == sizeof(zn_dev_p2p_args), "same 
 
 constexpr int FEW_OPS = 8;
 
-/* Packets per thread in flight: a slice of 16 KB is 2048 packets, 4 per thread of a block. */
+/* The most packets a thread holds in flight. A slice of 16 KB is 2048 packets, so a thread of
+ * a block holds 4 of them; 8 is what the 32 KB slices used before needed, kept because a lower
+ * bound was not measured on a GPU (the unrolled loops skip the packets past a slice). */
 constexpr int LL_UNROLL = 8;
 static_assert(LL_UNROLL * ZN_DEV_THREADS * 8 >= ZN_DEV_P2P_LL_BYTES / 2,
               "a thread reads all its packets of a slice at once");

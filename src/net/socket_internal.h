@@ -4,8 +4,8 @@
  *
  * A connection is one control stream plus nthreads * nsocks_perthread data streams (NCCL's
  * NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD; by default 2 threads where the process may run
- * on 8 or more CPUs, else none: zn_nsock_config). Message
- * headers always travel on the control stream, in posting order. Without data streams, and for
+ * on 8 or more CPUs, else none: zn_nsock_config). Message headers always travel on the control
+ * stream, in posting order. Without data streams, and for
  * messages up to NSOCK_INLINE_MAX, the payload follows its header there, moved by whichever
  * thread calls test(); a larger one is cut into at most one chunk per data stream, and each
  * helper thread moves the chunks of its streams. Both ends assign chunks to streams by the same
