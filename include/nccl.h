@@ -1,9 +1,12 @@
 /*
- * nccl.h -- the NCCL 2.28 application interface, as implemented by zinc.
+ * nccl.h -- the NCCL 2.30 application interface, as implemented by zinc.
  *
  * Every type, enumerator, macro, struct layout and function signature here matches the
- * NCCL 2.28.9 header, so an object file compiled against either header links and runs
- * against either library. tests/abi checks that claim against the reference header.
+ * NCCL 2.30.7 header, so an object file compiled against either header links and runs
+ * against either library. Programs built against an older NCCL header (2.19 and later) keep
+ * working: their structs are prefixes of these, and the library reads each by its size and
+ * version. tests/abi checks both claims (2.30.7's facts are stored in tests/abi/ref/; the
+ * CUDA toolkit's 2.28.9 header is the older reference).
  *
  * Differences from the reference header that do not change the ABI:
  *  - the CUDA headers are included only when they exist; without them cudaStream_t is
@@ -37,11 +40,11 @@ typedef struct CUstream_st *cudaStream_t;
 #endif
 
 #define NCCL_MAJOR        2
-#define NCCL_MINOR        28
-#define NCCL_PATCH        9
+#define NCCL_MINOR        30
+#define NCCL_PATCH        7
 #define NCCL_SUFFIX       ""
 
-#define NCCL_VERSION_CODE 22809
+#define NCCL_VERSION_CODE 23007
 #define NCCL_VERSION(X, Y, Z) \
     (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
@@ -51,6 +54,7 @@ extern "C" {
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* A communicator handle; zinc's struct is private. */
 typedef struct ncclComm *ncclComm_t;
@@ -75,7 +79,11 @@ typedef enum {
     ncclInvalidUsage = 5,
     ncclRemoteError = 6,
     ncclInProgress = 7,
-    ncclNumResults = 8
+    /* A wait that was given a time limit ran out of it (the device API's timed barrier waits).
+     * zinc's own deadlines (ZINC_TIMEOUT) report ncclRemoteError naming the peer instead: a
+     * program built against an older header does not know this value. */
+    ncclTimeout = 8,
+    ncclNumResults = 9
 } ncclResult_t;
 
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
@@ -83,9 +91,13 @@ typedef enum {
 #define NCCL_SPLIT_NOCOLOR    -1
 #define NCCL_UNDEF_FLOAT      -1.0f
 
+/* The magic of NCCL_CONFIG_INITIALIZER (the library checks it). */
+#define NCCL_API_MAGIC 0xcafebeef
+
 /* ncclCommWindowRegister flags. */
 #define NCCL_WIN_DEFAULT            0x00
 #define NCCL_WIN_COLL_SYMMETRIC     0x01
+#define NCCL_WIN_STRICT_ORDERING    0x02
 
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
@@ -103,7 +115,7 @@ typedef enum {
 
 /* Per-communicator configuration. Start from NCCL_CONFIG_INITIALIZER and set what you need;
  * fields left at NCCL_CONFIG_UNDEF_* take the library default. */
-typedef struct ncclConfig_v22800 {
+typedef struct ncclConfig_v23000 {
     /* Filled by the initializer; the library uses them to recognise the struct's version. */
     size_t size;
     unsigned int magic;
@@ -123,28 +135,44 @@ typedef struct ncclConfig_v22800 {
     int nvlsCTAs;
     int nChannelsPerNetPeer;
     int nvlinkCentricSched;
+    /* Since 2.29: 0 (no CUDA graphs), 1 (one graph) or 2 (several graphs, or graphs mixed with
+     * eager calls; the default). */
+    int graphUsageMode;
+    /* Since 2.29: contexts of ncclPutSignal / ncclSignal / ncclWaitSignal (default 1; 0 turns
+     * them off for this communicator). */
+    int numRmaCtx;
+    /* Since 2.30: most peers one rank's send/recv (and alltoall, gather, scatter) works with
+     * at once; default: every rank. */
+    int maxP2pPeers;
+    /* Since 2.30.5: 1 orders the communicator's kernels captured into graphs (the default), 0
+     * leaves ordering to the application (needs graphUsageMode 0 or 1). */
+    int graphStreamOrdering;
 } ncclConfig_t;
 
 /* Every ncclConfig_t must start from this value; the library rejects one that does not. */
-#define NCCL_CONFIG_INITIALIZER                                                         \
-    {                                                                                   \
-        sizeof(ncclConfig_t),                                 /* size */                \
-            0xcafebeef,                                       /* magic */               \
-            NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */             \
-            NCCL_CONFIG_UNDEF_INT,                            /* blocking */            \
-            NCCL_CONFIG_UNDEF_INT,                            /* cgaClusterSize */      \
-            NCCL_CONFIG_UNDEF_INT,                            /* minCTAs */             \
-            NCCL_CONFIG_UNDEF_INT,                            /* maxCTAs */             \
-            NCCL_CONFIG_UNDEF_PTR,                            /* netName */             \
-            NCCL_CONFIG_UNDEF_INT,                            /* splitShare */          \
-            NCCL_CONFIG_UNDEF_INT,                            /* trafficClass */        \
-            NCCL_CONFIG_UNDEF_PTR,                            /* commName */            \
-            NCCL_CONFIG_UNDEF_INT,                            /* collnetEnable */       \
-            NCCL_CONFIG_UNDEF_INT,                            /* CTAPolicy */           \
-            NCCL_CONFIG_UNDEF_INT,                            /* shrinkShare */         \
-            NCCL_CONFIG_UNDEF_INT,                            /* nvlsCTAs */            \
-            NCCL_CONFIG_UNDEF_INT,                            /* nChannelsPerNetPeer */ \
-            NCCL_CONFIG_UNDEF_INT,                            /* nvlinkCentricSched */  \
+#define NCCL_CONFIG_INITIALIZER                              \
+    {                                                        \
+        sizeof(ncclConfig_t),      /* size */                \
+            NCCL_API_MAGIC,        /* magic */               \
+            NCCL_VERSION_CODE,     /* version */             \
+            NCCL_CONFIG_UNDEF_INT, /* blocking */            \
+            NCCL_CONFIG_UNDEF_INT, /* cgaClusterSize */      \
+            NCCL_CONFIG_UNDEF_INT, /* minCTAs */             \
+            NCCL_CONFIG_UNDEF_INT, /* maxCTAs */             \
+            NCCL_CONFIG_UNDEF_PTR, /* netName */             \
+            NCCL_CONFIG_UNDEF_INT, /* splitShare */          \
+            NCCL_CONFIG_UNDEF_INT, /* trafficClass */        \
+            NCCL_CONFIG_UNDEF_PTR, /* commName */            \
+            NCCL_CONFIG_UNDEF_INT, /* collnetEnable */       \
+            NCCL_CONFIG_UNDEF_INT, /* CTAPolicy */           \
+            NCCL_CONFIG_UNDEF_INT, /* shrinkShare */         \
+            NCCL_CONFIG_UNDEF_INT, /* nvlsCTAs */            \
+            NCCL_CONFIG_UNDEF_INT, /* nChannelsPerNetPeer */ \
+            NCCL_CONFIG_UNDEF_INT, /* nvlinkCentricSched */  \
+            NCCL_CONFIG_UNDEF_INT, /* graphUsageMode */      \
+            NCCL_CONFIG_UNDEF_INT, /* numRmaCtx */           \
+            NCCL_CONFIG_UNDEF_INT, /* maxP2pPeers */         \
+            NCCL_CONFIG_UNDEF_INT, /* graphStreamOrdering */ \
     }
 
 /* Result of ncclGroupSimulateEnd. */
@@ -156,12 +184,12 @@ typedef struct ncclSimInfo_v22200 {
 } ncclSimInfo_t;
 
 /* Every ncclSimInfo_t must start from this value. */
-#define NCCL_SIM_INFO_INITIALIZER                                                 \
-    {                                                                             \
-        sizeof(ncclSimInfo_t),                                /* size */          \
-            0x74685283,                                       /* magic */         \
-            NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */       \
-            NCCL_UNDEF_FLOAT                                  /* estimatedTime */ \
+#define NCCL_SIM_INFO_INITIALIZER                  \
+    {                                              \
+        sizeof(ncclSimInfo_t), /* size */          \
+            0x74685283,        /* magic */         \
+            NCCL_VERSION_CODE, /* version */       \
+            NCCL_UNDEF_FLOAT   /* estimatedTime */ \
     }
 
 /* Allocate / free memory that peers can map (CUDA cuMem allocations). */
@@ -171,7 +199,7 @@ ncclResult_t pncclMemAlloc(void **ptr, size_t size);
 ncclResult_t ncclMemFree(void *ptr);
 ncclResult_t pncclMemFree(void *ptr);
 
-/* The NCCL API level implemented (22809); zinc's own version is in zinc.h. */
+/* The NCCL API level implemented (23007); zinc's own version is in zinc.h. */
 ncclResult_t ncclGetVersion(int *version);
 ncclResult_t pncclGetVersion(int *version);
 
@@ -222,6 +250,19 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
 ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                              ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
 
+/* A token for ncclCommGrow, made by the rank that will be the grow's root. Single use: a
+ * second call before the grow that consumes the first fails (ncclInvalidUsage). */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
+ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
+
+/* A new communicator of nRanks ranks: the existing ones keep their ranks, new processes take
+ * the rest. Existing root: comm, &id from ncclCommGetUniqueId, rank -1. Other existing ranks:
+ * comm, NULL, -1. New ranks: NULL, &id, their rank. */
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                          ncclComm_t *newcomm, ncclConfig_t *config);
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                           ncclComm_t *newcomm, ncclConfig_t *config);
+
 /* Like ncclCommInitRankConfig with nId tokens (the same list on every rank). */
 ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                       ncclUniqueId *commIds, ncclConfig_t *config);
@@ -236,13 +277,19 @@ const char *pncclGetErrorString(ncclResult_t result);
 const char *ncclGetLastError(ncclComm_t comm);
 const char *pncclGetLastError(ncclComm_t comm);
 
-/* Re-read the logging variables. Kept for ABI compatibility. */
+/* Re-read the logging variables. Kept for ABI compatibility; as in NCCL's header, programs
+ * see the functions only with NCCL_OS_LINUX defined (the library always exports them). */
+#ifdef NCCL_OS_LINUX
 __attribute__((deprecated("ncclResetDebugInit is not supported as part of the NCCL API and will "
                           "be removed in the future"))) void
 ncclResetDebugInit();
 __attribute__((deprecated("pncclResetDebugInit is not supported as part of the NCCL API and will "
                           "be removed in the future"))) void
 pncclResetDebugInit();
+#else
+#define ncclResetDebugInit()
+#define pncclResetDebugInit()
+#endif
 
 /* The communicator's asynchronous state: ncclSuccess, ncclInProgress or the error. */
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError);
@@ -268,6 +315,31 @@ ncclResult_t pncclCommRegister(const ncclComm_t comm, void *buff, size_t size, v
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle);
 ncclResult_t pncclCommDeregister(const ncclComm_t comm, void *handle);
 
+/* ncclCommSuspend flags. */
+#define NCCL_SUSPEND_MEM 0x01 /* give the communicator's rebuildable GPU memory back */
+
+/* Stop using the communicator and, with NCCL_SUSPEND_MEM, free the GPU memory it can rebuild
+ * (FIFOs, LL and staging buffers, peer mappings). Every call but ncclCommResume,
+ * ncclCommMemStats, the queries and destroy/abort fails until ncclCommResume. */
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);
+
+/* Rebuild what ncclCommSuspend freed; the communicator is usable again. */
+ncclResult_t ncclCommResume(ncclComm_t comm);
+ncclResult_t pncclCommResume(ncclComm_t comm);
+
+/* ncclCommMemStats statistics. */
+typedef enum {
+    ncclStatGpuMemSuspend = 0,   /* bytes of GPU memory that suspend frees */
+    ncclStatGpuMemSuspended = 1, /* 1 while suspended, else 0 */
+    ncclStatGpuMemPersist = 2,   /* bytes of GPU memory that stay while suspended */
+    ncclStatGpuMemTotal = 3      /* all GPU memory the communicator holds, in bytes */
+} ncclCommMemStat_t;
+
+/* One statistic of the communicator's memory. */
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value);
+ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value);
+
 /* Register a memory window (collective over the communicator). */
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
                                     int winFlags);
@@ -277,6 +349,10 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
 /* Undo ncclCommWindowRegister. */
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+
+/* The buffer this rank registered as win. */
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUserPtr);
+ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUserPtr);
 
 /* Reduction operations. Values from ncclNumOps up are handles made by
  * ncclRedOpCreatePreMulSum. ncclMaxRedOp keeps the enum the size of an int. */
@@ -417,6 +493,44 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
                       ncclComm_t comm, cudaStream_t stream);
 
 /*
+ * One-sided operations (NCCL 2.29). Stream-ordered like collectives (host communicators:
+ * complete on return, or at the end of the enclosing group). Signals are counted per
+ * (sender, signal index, context); operations to one peer and context arrive in program order.
+ */
+
+/* Write count elements of localbuff into peer's part of the window peerWin (the handle this
+ * rank got from ncclCommWindowRegister) at byte offset peerWinOffset, then raise the signal
+ * (sigIdx, ctx) that peer counts for this rank. flags must be 0. */
+ncclResult_t ncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
+                           ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+                           unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
+                            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+                            unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+
+/* Raise the signal (sigIdx, ctx) on peer without data, after this rank's earlier operations
+ * to peer on ctx. */
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                        cudaStream_t stream);
+ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                         cudaStream_t stream);
+
+/* What ncclWaitSignal waits for: opCnt more signals from peer on (sigIdx, ctx). */
+typedef struct {
+    int opCnt;
+    int peer;
+    int sigIdx;
+    int ctx;
+} ncclWaitSignalDesc_t;
+
+/* Wait until every descriptor's signals have arrived; the data of the operations that raised
+ * them is then visible in this rank's windows. */
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm,
+                            cudaStream_t stream);
+ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm,
+                             cudaStream_t stream);
+
+/*
  * Groups. Calls between ncclGroupStart and ncclGroupEnd are queued and issued together at
  * ncclGroupEnd: use them to drive several communicators from one thread, to fuse
  * collectives, and to let sends and receives progress concurrently. Groups nest; only the
@@ -431,6 +545,64 @@ ncclResult_t pncclGroupEnd();
 /* Like ncclGroupEnd, but runs nothing: fills simInfo with the estimated time. */
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
 ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
+
+/*
+ * Parameters (NCCL 2.30): zinc's parameter table (what zinc-info prints), by name. A key is a
+ * parameter's ZINC_ name or its NCCL_ fallback name; values are the ones in effect (the
+ * environment, then the config file, then the default).
+ */
+typedef struct ncclParamHandle *ncclParamHandle_t;
+
+/* A handle to the parameter named key; owned by the library, valid for the process. */
+ncclResult_t ncclParamBind(ncclParamHandle_t *out, const char *key);
+ncclResult_t pncclParamBind(ncclParamHandle_t *out, const char *key);
+
+/* The value as a fixed-width integer; ncclInvalidArgument if it is not a number of that range. */
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t *out);
+ncclResult_t pncclParamGetI8(ncclParamHandle_t h, int8_t *out);
+
+ncclResult_t ncclParamGetI16(ncclParamHandle_t h, int16_t *out);
+ncclResult_t pncclParamGetI16(ncclParamHandle_t h, int16_t *out);
+
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t *out);
+ncclResult_t pncclParamGetI32(ncclParamHandle_t h, int32_t *out);
+
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t *out);
+ncclResult_t pncclParamGetI64(ncclParamHandle_t h, int64_t *out);
+
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t *out);
+ncclResult_t pncclParamGetU8(ncclParamHandle_t h, uint8_t *out);
+
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t *out);
+ncclResult_t pncclParamGetU16(ncclParamHandle_t h, uint16_t *out);
+
+ncclResult_t ncclParamGetU32(ncclParamHandle_t h, uint32_t *out);
+ncclResult_t pncclParamGetU32(ncclParamHandle_t h, uint32_t *out);
+
+ncclResult_t ncclParamGetU64(ncclParamHandle_t h, uint64_t *out);
+ncclResult_t pncclParamGetU64(ncclParamHandle_t h, uint64_t *out);
+
+/* The value as text; the string stays valid until this thread's next ncclParamGetStr. */
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char **out);
+ncclResult_t pncclParamGetStr(ncclParamHandle_t h, const char **out);
+
+/* The value's bytes (integers as 8 native bytes, text with its terminating NUL) copied into
+ * out when they fit in maxLen bytes (else ncclInvalidArgument, nothing copied); *len is the
+ * value's full length. */
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void *out, int maxLen, int *len);
+ncclResult_t pncclParamGet(ncclParamHandle_t h, void *out, int maxLen, int *len);
+
+/* The value of key as text (valid until this thread's next call) and its length. */
+ncclResult_t ncclParamGetParameter(const char *key, const char **value, int *valueLen);
+ncclResult_t pncclParamGetParameter(const char *key, const char **value, int *valueLen);
+
+/* Every key (valid until this thread's next call). */
+ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int *tableLen);
+ncclResult_t pncclParamGetAllParameterKeys(const char ***table, int *tableLen);
+
+/* Print every parameter with its value and origin to the log, as zinc-info does. */
+void ncclParamDumpAll(void);
+void pncclParamDumpAll(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

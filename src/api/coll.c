@@ -80,7 +80,7 @@ static ncclResult_t map_op(struct ncclComm *c, const char *fn, ncclRedOp_t op, n
 /* Checks common to every call on comm. */
 static ncclResult_t check_comm(struct ncclComm *c, const char *fn, cudaStream_t stream)
 {
-    ncclResult_t r = zn_comm_check(c, fn);
+    ncclResult_t r = zn_comm_check_active(c, fn);
     if (r != ncclSuccess) return fail(r);
     if (c->kind == ZN_COMM_HOST && stream != NULL)
         return fail(zn_error(ncclInvalidArgument, ZN_CALL,

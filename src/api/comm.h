@@ -82,7 +82,14 @@ struct ncclComm {
     atomic_int revoked;
     atomic_int boot_abort;
     struct zn_window *windows; /* registered by ncclCommWindowRegister */
-    uint32_t devwin_ids;       /* device windows made so far: the next one's GIN id - 1 */
+    /* The NCCL 2.29-2.30 features, each owned by its file: the grow id handed out and not yet
+     * consumed (grow.c), what ncclCommSuspend freed (suspend.c; suspended is 1 from suspend
+     * to resume), the signal counters and connections of ncclPutSignal (rma.c). */
+    struct zn_grow *grow;
+    struct zn_suspend *suspend;
+    atomic_int suspended;
+    struct zn_rma *rma;
+    uint32_t devwin_ids; /* device windows made so far: the next one's GIN id - 1 */
 
     /* For the state dump (api/dump.c), written by the calling thread around each group of
      * operations, read by the dump thread: the operations issued so far, and the first of the
@@ -125,15 +132,30 @@ void zn_comm_wait_setup(struct ncclComm *comm);
 int zn_comm_init_pending(struct ncclComm *comm);
 /* Free everything (the communicator must be idle). */
 void zn_comm_free(struct ncclComm *comm);
+/* Drop the grow id c handed out and no grow used, failing its root (grow.c; zn_comm_free). */
+void zn_comm_grow_free(struct ncclComm *c);
+
+/* ncclCommSuspend / ncclCommResume (suspend.c): the shared-memory arena released (its users'
+ * pointers cleared), and made again, collectively over the communicator. */
+void zn_comm_arena_release(struct ncclComm *comm);
+ncclResult_t zn_comm_arena_rebuild(struct ncclComm *comm);
 
 /* Check a handle passed by the user. */
 ncclResult_t zn_comm_check(const struct ncclComm *comm, const char *fn);
+/* zn_comm_check, and the communicator is not suspended (ncclCommSuspend): what every call
+ * that uses the communicator's resources checks first. */
+ncclResult_t zn_comm_check_active(const struct ncclComm *comm, const char *fn);
 /* Mark a communicator failed with err (the first error sticks). */
 void zn_comm_set_error(struct ncclComm *comm, ncclResult_t err);
 /* Keep the thread's last error on the communicator too (ncclGetLastError(comm)). */
 void zn_comm_save_error(struct ncclComm *comm);
 
-/* Validate and normalise a user config (NULL means defaults). */
+/* Most contexts of ncclPutSignal / ncclSignal / ncclWaitSignal (config.numRmaCtx). */
+#define ZN_RMA_MAX_CTX 64
+
+/* Validate and normalise a user config (NULL means defaults): a config from any header since
+ * NCCL 2.14 is read by its size and version, the environment's overrides applied (NCCL's
+ * names), the defaults filled in. */
 ncclResult_t zn_config_apply(const ncclConfig_t *user, ncclConfig_t *out);
 
 /* The comm kind the calling thread gets (ZINC_DEVICE, CUDA probe), and its device. */

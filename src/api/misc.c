@@ -31,6 +31,10 @@ ZN_API(const char *, ncclGetLastError, ncclComm_t comm)
     return zn_last_error();
 }
 
+/* nccl.h declares these only for NCCL_OS_LINUX builds (else they are empty macros), as
+ * NCCL's header does; the library exports them either way. */
+#undef ncclResetDebugInit
+#undef pncclResetDebugInit
 ZN_EXPORT void ncclResetDebugInitInternal(void);
 void ncclResetDebugInitInternal(void)
 {

@@ -12,32 +12,111 @@
 #include "util/param.h"
 #include "util/thread.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+/* Fields a config built against an older header does not have (or must not be trusted to
+ * have set: NCCL's own rule, by the version in the struct) go back to the defaults. The size
+ * decides what is copied, the version what is read: a config from a 2.28 header is 80 bytes
+ * and says 22809, so the four fields of 2.29 and 2.30 keep their defaults. */
+static void config_reset_newer(ncclConfig_t *c, const ncclConfig_t *def)
+{
+    unsigned v = c->version;
+    if (v < (unsigned)NCCL_VERSION(2, 14, 0)) c->blocking = def->blocking;
+    if (v < (unsigned)NCCL_VERSION(2, 17, 0)) {
+        c->cgaClusterSize = def->cgaClusterSize;
+        c->minCTAs = def->minCTAs;
+        c->maxCTAs = def->maxCTAs;
+        c->netName = def->netName;
+    }
+    if (v < (unsigned)NCCL_VERSION(2, 25, 0)) c->trafficClass = def->trafficClass;
+    if (v < (unsigned)NCCL_VERSION(2, 27, 0)) {
+        c->commName = def->commName;
+        c->collnetEnable = def->collnetEnable;
+        c->CTAPolicy = def->CTAPolicy;
+        c->shrinkShare = def->shrinkShare;
+        c->nvlsCTAs = def->nvlsCTAs;
+    }
+    if (v < (unsigned)NCCL_VERSION(2, 28, 0)) {
+        c->nChannelsPerNetPeer = def->nChannelsPerNetPeer;
+        c->nvlinkCentricSched = def->nvlinkCentricSched;
+    }
+    if (v < (unsigned)NCCL_VERSION(2, 29, 0)) {
+        c->graphUsageMode = def->graphUsageMode;
+        c->numRmaCtx = def->numRmaCtx;
+    }
+    if (v < (unsigned)NCCL_VERSION(2, 30, 0)) c->maxP2pPeers = def->maxP2pPeers;
+    if (v < (unsigned)NCCL_VERSION(2, 30, 5)) c->graphStreamOrdering = def->graphStreamOrdering;
+}
+
+/* A field that must be UNDEF or in [lo, hi]. */
+static ncclResult_t config_range(const char *field, int v, int lo, int hi)
+{
+    if (v == NCCL_CONFIG_UNDEF_INT || (v >= lo && v <= hi)) return ncclSuccess;
+    return zn_error(ncclInvalidArgument, ZN_INIT, "config.%s must be %d..%d (got %d)", field, lo,
+                    hi, v);
+}
+
+/* The environment's word on a config field (NCCL's rule: a valid value in the environment
+ * overrides the config, an invalid one is ignored with a note). */
+static void config_env(const char *name, int64_t env, int lo, int hi, int *field)
+{
+    if (env == NCCL_CONFIG_UNDEF_INT) return;
+    if (env < lo || env > hi) {
+        zn_info(ZN_ENV, "%s %lld is not valid (%d..%d): ignored", name, (long long)env, lo, hi);
+        return;
+    }
+    if (*field != NCCL_CONFIG_UNDEF_INT && *field != env)
+        zn_info(ZN_ENV, "config value %d replaced by %s=%lld", *field, name, (long long)env);
+    *field = (int)env;
+}
+
 ncclResult_t zn_config_apply(const ncclConfig_t *user, ncclConfig_t *out)
 {
-    ncclConfig_t def = NCCL_CONFIG_INITIALIZER;
-    *out = def;
-    if (!user) {
-        out->blocking = 1;
-        return ncclSuccess;
+    ncclConfig_t def = NCCL_CONFIG_INITIALIZER, c = def;
+    if (user) {
+        size_t size;
+        memcpy(&size, user, sizeof(size)); /* only the size is sure to be there */
+        if (size < offsetof(ncclConfig_t, blocking) + sizeof(int) || size > 4096)
+            return zn_error(ncclInvalidArgument, ZN_INIT,
+                            "config size %zu is not valid (not set by NCCL_CONFIG_INITIALIZER?)",
+                            size);
+        /* Older (smaller) config structs are accepted: copy what they have. */
+        memcpy(&c, user, size < sizeof(c) ? size : sizeof(c));
+        if (c.magic != NCCL_API_MAGIC)
+            return zn_error(ncclInvalidArgument, ZN_INIT,
+                            "config was not initialised with NCCL_CONFIG_INITIALIZER (magic 0x%x)",
+                            c.magic);
+        config_reset_newer(&c, &def);
     }
-    if (user->magic != 0xcafebeef)
-        return zn_error(ncclInvalidArgument, ZN_INIT,
-                        "config was not initialised with NCCL_CONFIG_INITIALIZER (magic 0x%x)",
-                        user->magic);
-    if (user->size < offsetof(ncclConfig_t, blocking) + sizeof(int) || user->size > 4096)
-        return zn_error(ncclInvalidArgument, ZN_INIT, "config size %zu is not valid", user->size);
-    /* Older (smaller) config structs are accepted: copy what they have. */
-    memcpy(out, user, user->size < sizeof(*out) ? user->size : sizeof(*out));
-    out->size = sizeof(*out);
-    if (out->blocking == NCCL_CONFIG_UNDEF_INT) out->blocking = 1;
-    if (out->blocking != 0 && out->blocking != 1)
-        return zn_error(ncclInvalidArgument, ZN_INIT, "config.blocking must be 0 or 1 (got %d)",
-                        out->blocking);
+    c.size = sizeof(c);
+    c.version = NCCL_VERSION_CODE;
+    ZN_CHECK(config_range("blocking", c.blocking, 0, 1));
+    ZN_CHECK(config_range("graphUsageMode", c.graphUsageMode, 0, 2));
+    ZN_CHECK(config_range("numRmaCtx", c.numRmaCtx, 0, ZN_RMA_MAX_CTX));
+    ZN_CHECK(config_range("maxP2pPeers", c.maxP2pPeers, 1, INT_MAX));
+    ZN_CHECK(config_range("graphStreamOrdering", c.graphStreamOrdering, 0, 1));
+    const struct zn_params *p = zn_params();
+    config_env("NCCL_GRAPH_MIXING_SUPPORT", p->graph_mixing, 0, 1, &c.graphUsageMode);
+    if (p->graph_mixing == 1) c.graphUsageMode = 2; /* mixing on: several graphs, or eager */
+    config_env("NCCL_NUM_RMA_CTX", p->num_rma_ctx, 0, ZN_RMA_MAX_CTX, &c.numRmaCtx);
+    config_env("NCCL_MAX_P2P_PEERS", p->max_p2p_peers, 1, INT_MAX, &c.maxP2pPeers);
+    config_env("NCCL_GRAPH_STREAM_ORDERING", p->graph_stream_ordering, 0, 1,
+               &c.graphStreamOrdering);
+    if (c.blocking == NCCL_CONFIG_UNDEF_INT) c.blocking = 1;
+    if (c.graphUsageMode == NCCL_CONFIG_UNDEF_INT) c.graphUsageMode = 2;
+    if (c.numRmaCtx == NCCL_CONFIG_UNDEF_INT) c.numRmaCtx = 1;
+    if (c.graphStreamOrdering == NCCL_CONFIG_UNDEF_INT) c.graphStreamOrdering = 1;
+    if (c.graphStreamOrdering == 0 && c.graphUsageMode == 2) {
+        zn_warn(ZN_INIT, "config: graphStreamOrdering 0 needs graphUsageMode 0 or 1 (graphs not "
+                         "mixed), but graphUsageMode is 2: graphStreamOrdering 1 is used");
+        c.graphStreamOrdering = 1;
+    }
+    /* maxP2pPeers stays UNDEF (every peer) until the communicator knows its size. */
+    *out = c;
     return ncclSuccess;
 }
 
@@ -67,6 +146,16 @@ ncclResult_t zn_comm_check(const struct ncclComm *comm, const char *fn)
     if (comm->magic != ZN_COMM_MAGIC)
         return zn_error(ncclInvalidArgument, ZN_CALL,
                         "%s: comm %p is not a communicator (destroyed, or never initialised?)", fn,
+                        (const void *)comm);
+    return ncclSuccess;
+}
+
+ncclResult_t zn_comm_check_active(const struct ncclComm *comm, const char *fn)
+{
+    ZN_CHECK(zn_comm_check(comm, fn));
+    if (atomic_load(&comm->suspended))
+        return zn_error(ncclInvalidUsage, ZN_CALL,
+                        "%s: comm %p is suspended (ncclCommSuspend): call ncclCommResume first", fn,
                         (const void *)comm);
     return ncclSuccess;
 }
@@ -199,6 +288,33 @@ static ncclResult_t setup_arena(struct ncclComm *c)
     return ncclSuccess;
 }
 
+/* config.maxP2pPeers as the executors take it: the most steps of the send/recv schedule in
+ * flight at once, 0 for no limit (unset, or at least the nranks - 1 steps there are). */
+static int max_p2p_peers(const struct ncclComm *c)
+{
+    int m = c->config.maxP2pPeers;
+    if (m == NCCL_CONFIG_UNDEF_INT || m >= c->nranks - 1) return 0;
+    return m;
+}
+
+void zn_comm_arena_release(struct ncclComm *c)
+{
+    if (!c->arena) return;
+    zn_transport_collmem(&zn_transport_shm)->destroy(c->arena);
+    c->arena = NULL;
+    c->actx.arena = NULL;
+    c->exec.arena = NULL;
+}
+
+ncclResult_t zn_comm_arena_rebuild(struct ncclComm *c)
+{
+    if (c->arena) return ncclSuccess;
+    ZN_CHECK(setup_arena(c));
+    c->actx.arena = c->arena;
+    c->exec.arena = c->arena;
+    return ncclSuccess;
+}
+
 /* The host-mapped abort and error words and the executor's view, for both GPU paths. */
 static ncclResult_t setup_cuda_words(struct ncclComm *c)
 {
@@ -216,6 +332,9 @@ static ncclResult_t setup_cuda_words(struct ncclComm *c)
     x->cuda_dev = c->cuda_dev;
     x->max_ch = 1;
     x->p2p_ch = 1;
+    x->max_peers = max_p2p_peers(c);
+    x->order.graph_mode = c->config.graphUsageMode;
+    x->order.graph_order = c->config.graphStreamOrdering;
     x->force_algo = *zn_params()->algo ? zn_params()->algo : NULL;
     x->force_proto = *zn_params()->proto ? zn_params()->proto : NULL;
     return ncclSuccess;
@@ -546,7 +665,8 @@ static void fill_views(struct ncclComm *c)
                                      .actx = &c->actx,
                                      .abort_flag = &c->abort_flag,
                                      .force_algo = *p->algo ? p->algo : NULL,
-                                     .nlocal = c->nlocal };
+                                     .nlocal = c->nlocal,
+                                     .max_peers = max_p2p_peers(c) };
 }
 
 /* Where init spends its time (logged at INFO): the phases of zn_comm_setup in order. */
@@ -715,9 +835,11 @@ void zn_comm_free(struct ncclComm *c)
     zn_conns_destroy(c->conns);
     zn_exec_comm_fini(&c->exec);
     zn_boot_destroy(c->boot);
+    zn_comm_grow_free(c);
     free(c->peers);
     free(c->ring);
     free(c->ops);
+    free(c->suspend); /* what a suspension released is gone with the rest */
     pthread_mutex_destroy(&c->err_lock);
     pthread_mutex_destroy(&c->init_lock);
     pthread_cond_destroy(&c->init_cond);

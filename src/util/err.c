@@ -18,6 +18,7 @@ static const char *result_names[] = {
     [ncclInvalidUsage] = "invalid usage (ncclGetLastError says what)",
     [ncclRemoteError] = "a peer exited, aborted or could not be reached",
     [ncclInProgress] = "operation in progress",
+    [ncclTimeout] = "a wait ran out of the time it was given",
 };
 
 const char *zn_result_str(ncclResult_t r)

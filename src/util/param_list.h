@@ -30,8 +30,8 @@ ZN_PARAM(net,           STR,  "ZINC_NET",           "NCCL_NET",           "",
          "net to use by name (see zinc-info), e.g. Socket; default: the first usable one, plugin nets before built-in ones")
 ZN_PARAM(net_plugin,    STR,  "ZINC_NET_PLUGIN",    "NCCL_NET_PLUGIN",    "",
          "net plugin: a name (loads libnccl-net-NAME.so), a path, or none; default: libnccl-net.so if it can be loaded")
-ZN_PARAM(net_plugin_version, INT, "ZINC_NET_PLUGIN_VERSION", NULL,           "11",
-         "newest ncclNetPlugin_vN table to take from a plugin (6-11); lower values test zinc's adapters for older plugins")
+ZN_PARAM(net_plugin_version, INT, "ZINC_NET_PLUGIN_VERSION", NULL,           "12",
+         "newest ncclNetPlugin_vN table to take from a plugin (6-12); lower values test zinc's adapters for older plugins")
 ZN_PARAM(socket_nthreads, INT, "ZINC_SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS", "-1",
          "helper threads per socket-net connection (0-16); 0: the thread that polls moves the data on the control stream; -1 (auto): 2 where the process may run on 8 or more CPUs, else 0; messages up to 64 KB always travel on the control stream")
 ZN_PARAM(nsocks_perthread, INT, "ZINC_NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD", "1",
@@ -83,7 +83,7 @@ ZN_PARAM(gpu_ll_chunk,  SIZE, "ZINC_GPU_LL_CHUNK",  NULL,                 "2K",
 ZN_PARAM(ib_disable,    BOOL, "ZINC_IB_DISABLE",    "NCCL_IB_DISABLE",    "0",
          "1: do not use InfiniBand/RoCE verbs devices")
 ZN_PARAM(ib_hca,        STR,  "ZINC_IB_HCA",        "NCCL_IB_HCA",        "",
-         "verbs devices to use: name[:port] prefixes separated by commas (mlx5_0:1,mlx5_1); ^ excludes, = matches names exactly; default: every active port")
+         "verbs devices to use: name[:port[:rail[:plane]]] prefixes separated by commas (mlx5_0:1,mlx5_1::0); ^ excludes, = matches names exactly; rail/plane go to the net's v12 properties; default: every active port")
 ZN_PARAM(ib_gid_index,  INT,  "ZINC_IB_GID_INDEX",  "NCCL_IB_GID_INDEX",  "-1",
          "GID index of RoCE ports; -1: the first RoCE v2 IPv4-mapped GID, else the first RoCE v2, else index 0")
 ZN_PARAM(ib_tc,         INT,  "ZINC_IB_TC",         "NCCL_IB_TC",         "0",
@@ -108,4 +108,12 @@ ZN_PARAM(proxy_dump_signal, INT, "ZINC_PROXY_DUMP_SIGNAL", "NCCL_PROXY_DUMP_SIGN
          "signal number that makes the process print its state: every communicator (host ones too: rank, pending operation, peers), the proxy (clients, pending net ops, last progress); 0: off. zinc-info --dump PID sends it")
 ZN_PARAM(proxy_cpus,    STR,  "ZINC_PROXY_CPUS",    NULL,                 "",
          "CPUs the proxy's progress thread and the GIN engine run on, a list such as 8-15; default: the process's, or every CPU the system allows when the process is bound to one CPU (mpirun --bind-to core): a proxy that serves kernels must not share a core with a main thread spinning in cudaStreamSynchronize")
+ZN_PARAM(graph_mixing,  INT,  "ZINC_GRAPH_MIXING_SUPPORT", "NCCL_GRAPH_MIXING_SUPPORT", "",
+         "overrides every communicator's config.graphUsageMode: 1 sets 2 (CUDA graphs mixed with eager calls), 0 sets 0; unset: the config decides")
+ZN_PARAM(num_rma_ctx,   INT,  "ZINC_NUM_RMA_CTX",   "NCCL_NUM_RMA_CTX",   "",
+         "overrides config.numRmaCtx: contexts of ncclPutSignal / ncclSignal / ncclWaitSignal per communicator (0 turns them off); unset: the config decides (default 1)")
+ZN_PARAM(max_p2p_peers, INT,  "ZINC_MAX_P2P_PEERS", "NCCL_MAX_P2P_PEERS", "",
+         "overrides config.maxP2pPeers: most peers a rank's send/recv works with at once; unset: the config decides (default: every rank)")
+ZN_PARAM(graph_stream_ordering, INT, "ZINC_GRAPH_STREAM_ORDERING", "NCCL_GRAPH_STREAM_ORDERING", "",
+         "overrides config.graphStreamOrdering: 1 orders the communicator's kernels captured in CUDA graphs after each other, 0 leaves it to the application; unset: the config decides (default 1)")
 /* clang-format on */

@@ -378,7 +378,7 @@ static void test_queries(void)
 {
     int v = 0;
     NCCLCHECK(ncclGetVersion(&v));
-    EXPECT(v == NCCL_VERSION_CODE && v == 22809, "ncclGetVersion: %d", v);
+    EXPECT(v == NCCL_VERSION_CODE && v == 23007, "ncclGetVersion: %d", v);
     for (int r = ncclSuccess; r < ncclNumResults; r++) {
         const char *s = ncclGetErrorString((ncclResult_t)r);
         EXPECT(s && *s, "no error string for %d", r);
