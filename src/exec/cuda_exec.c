@@ -125,9 +125,22 @@ static int p2p_channels(const struct zn_cuda_ctx *cuda, size_t bytes)
     return n < 1 ? 1 : n > (size_t)cuda->p2p_ch ? cuda->p2p_ch : (int)n;
 }
 
-/* Sends and receives of the group, fused into one kernel on the first operation's stream;
- * the other streams join it through events. A send to self meets its receive with a copy. */
-static ncclResult_t launch_p2p(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops, int n)
+/* The wave of a send or receive under config.maxP2pPeers: the host executor's rule (exec.c
+ * says why both ends agree and why waves cannot deadlock), so that a group runs alike on host
+ * and cuda communicators. */
+static int p2p_wave(const struct zn_cuda_ctx *cuda, const struct zn_cuda_op *o)
+{
+    int n = cuda->dev.nranks, me = cuda->dev.rank, p = o->a.peer;
+    if (cuda->max_peers <= 0) return 0;
+    int step = o->kind == ZN_CUDA_SEND ? (p - me + n) % n : (me - p + n) % n;
+    return step == 0 ? 0 : (step - 1) / cuda->max_peers;
+}
+
+/* Sends and receives of the group (of one wave, or all: wave -1), fused into one kernel on the
+ * first operation's stream; the other streams join it through events. A send to self meets
+ * its receive with a copy. */
+static ncclResult_t launch_p2p_wave(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops, int n,
+                                    int wave)
 {
     struct zn_dev_p2p_args k;
     memset(&k, 0, sizeof(k));
@@ -139,6 +152,7 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops,
         if (o->kind == ZN_CUDA_COLL) continue;
         size_t bytes = o->a.count * o->a.esize;
         if (!stream) stream = o->stream;
+        if (wave >= 0 && p2p_wave(cuda, o) != wave) continue;
         if (o->a.peer == cuda->dev.rank) {
             if (o->kind == ZN_CUDA_RECV) continue;
             /* Send to self: pair with this rank's next unmatched receive from self. */
@@ -190,6 +204,21 @@ static ncclResult_t launch_p2p(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops,
         return zn_error(ncclUnhandledCudaError, ZN_COLL,
                         "launching the send/recv kernel failed: %s", zn_dev_error_string(e));
     return zn_cuda_note(&cuda->order, stream);
+}
+
+/* Sends and receives of the group: one kernel, or with config.maxP2pPeers one per wave, in
+ * wave order on one stream. */
+static ncclResult_t launch_p2p(struct zn_cuda_ctx *cuda, struct zn_cuda_op *ops, int n)
+{
+    int last = 0;
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind != ZN_CUDA_COLL && p2p_wave(cuda, &ops[i]) > last)
+            last = p2p_wave(cuda, &ops[i]);
+    if (last == 0) return launch_p2p_wave(cuda, ops, n, -1);
+    zn_trace(ZN_COLL, "the group's sends and receives run in %d waves (config.maxP2pPeers)",
+             last + 1);
+    for (int w = 0; w <= last; w++) ZN_CHECK(launch_p2p_wave(cuda, ops, n, w));
+    return ncclSuccess;
 }
 
 /* A collective that moves blocks, as the send/recv kernel's sends and receives (NCCL's scheme

@@ -34,6 +34,7 @@ struct zn_cuda_ctx {
     int max_ch;                    /* channels the arena has (ZINC_GPU_CHANNELS) */
     int p2p_ch;                    /* most channels of one send/recv (ZINC_GPU_P2P_CHANNELS) */
     size_t p2p_ll;                 /* send/recv up to this many bytes as LL (ZINC_GPU_P2P_LL) */
+    int max_peers;                 /* config.maxP2pPeers: send/recv in waves (0: one kernel) */
     size_t ll_chunk;               /* LL allreduce bytes per channel (ZINC_GPU_LL_CHUNK) */
     size_t chunk;                  /* other kernels' bytes per channel (ZINC_GPU_CHUNK) */
     struct zn_cuda_order order;    /* launches in order across streams */

@@ -4,6 +4,7 @@
 #include "util/err.h"
 #include "util/param.h"
 
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,12 +398,53 @@ static ncclResult_t check_tasks(struct zn_task **tasks, int n, int64_t now, int6
     return ncclSuccess;
 }
 
+/*
+ * Waves (config.maxP2pPeers = k). NCCL's send/recv schedule pairs, at step s, the send to
+ * rank + s with the receive from rank - s; both ends of a message compute the same step from
+ * their own ranks. A group's sends and receives of steps 1..k form wave 0, k+1..2k wave 1, and
+ * so on (sends and receives to self: wave 0): a rank then works with at most k destinations
+ * and k sources at once, and a wave starts when every earlier wave of its communicator is
+ * done. Every rank takes the waves in the same order and each message is in the same wave at
+ * both ends, so a wave whose messages are all posted completes: no rank waits for a partner
+ * held back in an earlier wave that cannot finish.
+ */
+static int task_wave(const struct zn_task *t)
+{
+    const struct zn_exec_comm *e = t->ecomm;
+    if (t->kind == ZN_TASK_COLL || e->max_peers <= 0) return 0;
+    int n = e->tctx->nranks, me = e->tctx->rank, p = t->a.peer;
+    int step = t->kind == ZN_TASK_SEND ? (p - me + n) % n : (me - p + n) % n;
+    return step == 0 ? 0 : (step - 1) / e->max_peers;
+}
+
+/* The lowest wave of ecomm's sends and receives in the run that is not done. */
+static void open_wave(struct zn_task **tasks, int n, struct zn_exec_comm *ecomm)
+{
+    int w = INT_MAX;
+    for (int i = 0; i < n; i++)
+        if (tasks[i]->ecomm == ecomm && tasks[i]->kind != ZN_TASK_COLL && !tasks[i]->done &&
+            tasks[i]->wave < w)
+            w = tasks[i]->wave;
+    ecomm->wave_open = w;
+}
+
 ncclResult_t zn_exec_begin(struct zn_exec_run *r, struct zn_task **tasks, int n)
 {
     ZN_CHECK(match_self(tasks, n));
     int64_t now = zn_now_ns();
     *r = (struct zn_exec_run){ .tasks = tasks, .n = n, .remaining = n, .last_check = now };
-    for (int i = 0; i < n; i++) tasks[i]->last_progress = now;
+    int waves = 0;
+    for (int i = 0; i < n; i++) {
+        tasks[i]->last_progress = now;
+        tasks[i]->wave = task_wave(tasks[i]);
+        if (tasks[i]->wave > waves) waves = tasks[i]->wave;
+    }
+    if (waves)
+        zn_trace(ZN_COLL, "the group's sends and receives run in %d waves (config.maxP2pPeers)",
+                 waves + 1);
+    for (int i = 0; i < n; i++) tasks[i]->ecomm->wave_open = waves ? -1 : INT_MAX;
+    for (int i = 0; waves && i < n; i++)
+        if (tasks[i]->ecomm->wave_open < 0) open_wave(tasks, n, tasks[i]->ecomm);
     return ncclSuccess;
 }
 
@@ -413,7 +455,7 @@ ncclResult_t zn_exec_pass(struct zn_exec_run *r, int *progressed)
     *progressed = 0;
     for (int i = 0; i < n; i++) {
         struct zn_task *t = tasks[i];
-        if (t->done || (t->dep && !t->dep->done)) continue;
+        if (t->done || (t->dep && !t->dep->done) || t->wave > t->ecomm->wave_open) continue;
         if (atomic_load_explicit(t->ecomm->abort_flag, memory_order_relaxed))
             return fail_task(t, zn_error(ncclInvalidUsage, ZN_COLL,
                                          "%s interrupted: the communicator was aborted "
@@ -434,7 +476,11 @@ ncclResult_t zn_exec_pass(struct zn_exec_run *r, int *progressed)
             t->suspect = 0;
             t->last_progress = 0; /* stamped below, once per pass */
         }
-        if (t->done) r->remaining--;
+        if (t->done) {
+            r->remaining--;
+            if (t->kind != ZN_TASK_COLL && t->wave == t->ecomm->wave_open)
+                open_wave(tasks, n, t->ecomm);
+        }
     }
     if (!any) return ncclSuccess;
     *progressed = 1;

@@ -40,6 +40,10 @@ struct zn_exec_comm {
     const atomic_int *abort_flag;
     const char *force_algo; /* ZINC_ALGO or NULL */
     int nlocal;             /* ranks of this communicator on this host (spin policy) */
+    /* config.maxP2pPeers: a group's sends and receives run in waves of this many steps of
+     * NCCL's send/recv schedule (0: all at once; see exec.c) */
+    int max_peers;
+    int wave_open; /* executor state: the lowest wave with unfinished sends and receives */
     void *scratch;          /* grown on demand, freed by zn_exec_comm_fini */
     size_t scratch_size;
     struct zn_round_mem *free_rounds;
@@ -62,6 +66,7 @@ struct zn_task {
     struct zn_coll_args a; /* for SEND/RECV: sendbuf/recvbuf, count, dtype, peer */
     struct zn_op_desc op;
     struct zn_task *dep; /* must complete before this one starts */
+    int wave;            /* SEND/RECV: starts once the earlier waves of its comm are done */
 
     /* executor state */
     int started, done;
