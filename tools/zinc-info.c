@@ -31,14 +31,17 @@
 static void print_params(void)
 {
     size_t n;
-    const struct zn_param_desc *t = zn_param_table(&n);
-    printf("Parameters (environment, then ZINC_CONF_FILE or ~/.zinc.conf, then default):\n");
+    zn_param_table(&n);
+    printf("Parameters (" ZN_PARAM_ORDER "):\n");
     for (size_t i = 0; i < n; i++) {
-        const char *origin = "default";
-        const char *val = zn_param_source(t[i].name, &origin);
-        printf("  %-20s = %-10s (%s; default \"%s\")%s%s\n", t[i].name, *val ? val : "\"\"", origin,
-               t[i].def, t[i].alt_name ? "  also " : "", t[i].alt_name ? t[i].alt_name : "");
-        printf("      %s\n", t[i].doc);
+        /* The entry is formatted where ncclParamDumpAll formats it too; a value longer than
+         * the line (a long ZINC_HOSTID list) gets a buffer of its size. */
+        char line[2048], *big = NULL;
+        int len = zn_param_format(i, "\n      ", line, sizeof(line));
+        if (len >= (int)sizeof(line) && (big = malloc((size_t)len + 1)))
+            zn_param_format(i, "\n      ", big, (size_t)len + 1);
+        printf("  %s\n", big ? big : line);
+        free(big);
     }
 }
 

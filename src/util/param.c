@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,10 @@ int zn_param_parse_bool(const char *s, int64_t *out)
 
 static int parse_int(const char *s, int64_t *out)
 {
+    if (!*s) { /* unset (see param.h) */
+        *out = INT_MIN;
+        return 0;
+    }
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 0);
@@ -228,6 +233,48 @@ const char *zn_param_source(const char *name, const char **origin)
             return param_text[i];
         }
     return NULL;
+}
+
+int zn_param_index(const char *key)
+{
+    if (!key) return -1;
+    for (size_t i = 0; i < NPARAMS; i++)
+        if (!strcmp(param_table[i].name, key) ||
+            (param_table[i].alt_name && !strcmp(param_table[i].alt_name, key)))
+            return (int)i;
+    return -1;
+}
+
+const char *zn_param_text(size_t i, const char **origin)
+{
+    zn_params();
+    if (origin) *origin = param_origin[i];
+    return param_text[i];
+}
+
+int zn_param_number(size_t i, int64_t *out)
+{
+    zn_params();
+    if (param_table[i].type != ZN_PT_STR) {
+        *out = *(const int64_t *)field_of(i);
+        return 0;
+    }
+    /* An empty STR is no number (parse_int would read it as an unset INT). */
+    const char *text = param_text[i];
+    int64_t v;
+    if (!*text || parse_int(text, &v) != 0) return -1;
+    *out = v;
+    return 0;
+}
+
+int zn_param_format(size_t i, const char *doc_sep, char *buf, size_t len)
+{
+    const struct zn_param_desc *d = &param_table[i];
+    const char *origin;
+    const char *val = zn_param_text(i, &origin);
+    return snprintf(buf, len, "%-20s = %-10s (%s; default \"%s\")%s%s%s%s", d->name,
+                    *val ? val : "\"\"", origin, d->def, d->alt_name ? "  also " : "",
+                    d->alt_name ? d->alt_name : "", doc_sep, d->doc);
 }
 
 void zn_params_reload(void)

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* An INT parameter whose text is empty (the default of those that only override something
+ * when set) reads as INT_MIN, NCCL's NCCL_CONFIG_UNDEF_INT. */
 enum zn_param_type { ZN_PT_INT, ZN_PT_SIZE, ZN_PT_BOOL, ZN_PT_STR };
 
 struct zn_params {
@@ -38,6 +40,26 @@ const struct zn_param_desc *zn_param_table(size_t *count);
 /* The source text of a parameter's current value and where it came from ("env", "file",
  * "default"); for zinc-info. Returns NULL for an unknown name. */
 const char *zn_param_source(const char *name, const char **origin);
+
+/* Index in zn_param_table() of the parameter whose ZINC_ name or NCCL_ fallback name is key;
+ * -1 if there is none (or key is NULL). */
+int zn_param_index(const char *key);
+
+/* The source text of parameter i's current value and its origin, as zn_param_source(). */
+const char *zn_param_text(size_t i, const char **origin);
+
+/* Parameter i's current value as a number: INT and SIZE as read (SIZE in bytes; an unset INT is
+ * INT_MIN), BOOL as 0 or 1, STR when its whole text is a decimal, hex (0x) or octal (0) int64.
+ * Returns -1 (and leaves out alone) for a STR whose text is not such a number. */
+int zn_param_number(size_t i, int64_t *out);
+
+/* How zinc-info and ncclParamDumpAll show the table: ZN_PARAM_ORDER says where values come
+ * from; zn_param_format() writes parameter i's entry into buf,
+ *   NAME = VALUE (ORIGIN; default "DEF")  also NCCL_NAME<doc_sep>DOC
+ * truncated to len bytes (NUL included); returns the length the whole entry needs, as
+ * snprintf does. */
+#define ZN_PARAM_ORDER "environment, then ZINC_CONF_FILE or ~/.zinc.conf, then default"
+int zn_param_format(size_t i, const char *doc_sep, char *buf, size_t len);
 
 /* Parse helpers, exposed for tests: size with K/M/G suffix, bool (0/1/yes/no/true/false). */
 int zn_param_parse_size(const char *s, int64_t *out);
