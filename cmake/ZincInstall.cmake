@@ -2,7 +2,7 @@
 # zinc the way it builds against NCCL.
 #
 #   PREFIX/include/          nccl.h, zinc.h (every public header of include/)
-#   PREFIX/lib/              libnccl.so.2.28.9, libnccl.so.2, libnccl.so, libnccl_static.a,
+#   PREFIX/lib/              libnccl.so.2.30.7, libnccl.so.2, libnccl.so, libnccl_static.a,
 #                            libnccl-net-zinc.so (zinc's nets as an NCCL net plugin)
 #                            libmscclpp.so.0.1.0, libmscclpp.so.0, libmscclpp.so
 #   PREFIX/bin/              zinc-run, zinc-perf, zinc-info (tools/CMakeLists.txt)

@@ -41,7 +41,7 @@ if command -v pkg-config >/dev/null; then
     export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
     flags=$(pkg-config --cflags --libs nccl)
     echo "install_test: pkg-config --cflags --libs nccl: $flags"
-    [ "$(pkg-config --modversion nccl)" = 2.28.9 ] || { echo "install_test: FAIL: nccl.pc version"; exit 1; }
+    [ "$(pkg-config --modversion nccl)" = 2.30.7 ] || { echo "install_test: FAIL: nccl.pc version"; exit 1; }
     [ -n "$(pkg-config --modversion zinc)" ] || { echo "install_test: FAIL: zinc.pc"; exit 1; }
     # shellcheck disable=SC2086
     cc -o "$tmp/hello_pc" "$src/tests/compat/install_project/hello.c" $flags -ldl \
