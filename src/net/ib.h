@@ -90,7 +90,8 @@ struct zn_ib_dev {
     int speed_mbps;
     uint64_t guid;
     char pci_path[256];
-    int dmabuf; /* ibv_reg_dmabuf_mr is there and the device answers its probe */
+    int dmabuf;          /* ibv_reg_dmabuf_mr is there and the device answers its probe */
+    int16_t rail, plane; /* from ZINC_IB_HCA's item; NCCL_NET_ID_UNDEF when it names none */
     _Atomic int port_down;
     pthread_mutex_t lock; /* the registration cache */
     struct zn_ib_mr *mrs;
@@ -113,9 +114,15 @@ struct zn_ib_dev *zn_net_ib_dev(int i);
  * (library missing, no device, every port down or filtered out); never fails otherwise. */
 int zn_net_ib_devices_init(const char **why);
 
-/* ZINC_IB_HCA / NCCL_IB_HCA matching: "mlx5_0:1,mlx5_1" prefixes (with optional port), a
- * leading ^ excludes, a leading = (after any ^) makes names exact. Empty rules match all. */
+/* ZINC_IB_HCA / NCCL_IB_HCA matching, NCCL 2.30's syntax: comma-separated items
+ * name[:port[:rail[:plane]]] ("mlx5_0:1,mlx5_1" are prefixes, the second any port); an empty
+ * field is unset ("mlx5_0::3": every port of mlx5_0, on rail 3); a leading ^ excludes, a
+ * leading = (after any ^) makes names exact. Empty rules match all; a malformed item (a field
+ * that is not a number, rail or plane outside 0..32767, a fifth field) matches nothing. */
 int zn_net_ib_hca_match(const char *rules, const char *dev, int port);
+/* The same, and the rail and plane of the item that matched (NCCL_NET_ID_UNDEF when it gives
+ * none, and always for exclusion rules, whose items describe the ports not used). */
+int zn_net_ib_hca_lookup(const char *rules, const char *dev, int port, int *rail, int *plane);
 
 /* ---------------------------------------------------------------------------------------
  * The handshake's wire format: one message each way over the listen socket, then a ready
@@ -294,7 +301,7 @@ ncclResult_t zn_net_ib_post(struct zn_ib_comm *c, struct ibv_qp *qp, struct ibv_
 ncclResult_t zn_net_ib_comm_check(struct zn_ib_comm *c);
 int zn_net_ib_hung_up(struct zn_ib_comm *c);
 
-/* The net (ib_data.c): NCCL 2.28's newest table. */
+/* The net (ib_data.c): NCCL 2.30's newest table. */
 extern const ncclNet_t zn_net_ib;
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * IB net: memory registration (with a cache), the data path (isend / irecv / iflush / test),
- * asynchronous events, and the ncclNet_v11_t table.
+ * asynchronous events, and the ncclNet_t (v12) table.
  *
  * Work request ids name what completed (ib.h, ZN_IB_WRID): the kind in the high 32 bits, the
  * FIFO slot (or the request index, for flushes and one-sided writes) in the low bits. Only four
@@ -645,7 +645,7 @@ struct ib_ctx {
     int traffic_class;
 };
 
-static ncclResult_t ib_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11_t *config,
+static ncclResult_t ib_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
                             ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
 {
     /* Devices found here, once; whoever decides not to use this net (the registry, the plugin's
@@ -678,7 +678,7 @@ static int gdr_possible(void)
            access("/sys/module/nvidia_peermem/version", F_OK) == 0;
 }
 
-static ncclResult_t ib_get_properties(int dev, ncclNetProperties_v11_t *p)
+static ncclResult_t ib_get_properties(int dev, ncclNetProperties_t *p)
 {
     struct zn_ib_dev *d = zn_net_ib_dev(dev);
     if (!d) return zn_error(ncclInvalidArgument, ZN_NET, "NET/IB: no device %d", dev);
@@ -701,6 +701,9 @@ static ncclResult_t ib_get_properties(int dev, ncclNetProperties_v11_t *p)
     p->maxP2pBytes = NCCL_NET_MAX_SIZE_LEGACY;
     p->maxCollBytes = NCCL_NET_MAX_SIZE_LEGACY;
     p->maxMultiRequestSize = 1;
+    /* Only the user knows the fabric: ZINC_IB_HCA's name:port:rail:plane, else unset. */
+    p->railId = d->rail;
+    p->planeId = d->plane;
     return ncclSuccess;
 }
 
@@ -710,14 +713,13 @@ static ncclResult_t ib_listen(void *ctx, int dev, void *handle, void **listen_co
 }
 
 static ncclResult_t ib_connect(void *ctx, int dev, void *handle, void **send_comm,
-                               ncclNetDeviceHandle_v11_t **dev_comm)
+                               ncclNetDeviceHandle_t **dev_comm)
 {
     if (dev_comm) *dev_comm = NULL;
     return zn_net_ib_connect(dev, ((struct ib_ctx *)ctx)->traffic_class, handle, send_comm);
 }
 
-static ncclResult_t ib_accept(void *listen_comm, void **recv_comm,
-                              ncclNetDeviceHandle_v11_t **dev_comm)
+static ncclResult_t ib_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_t **dev_comm)
 {
     if (dev_comm) *dev_comm = NULL;
     return zn_net_ib_accept(listen_comm, recv_comm);
@@ -746,7 +748,7 @@ static ncclResult_t ib_irecv_consumed(void *recv_comm, int n, void *request)
     return ncclSuccess;
 }
 
-static ncclResult_t ib_make_vdevice(int *d, ncclNetVDeviceProps_v11_t *props)
+static ncclResult_t ib_make_vdevice(int *d, ncclNetVDeviceProps_t *props)
 {
     if (props->ndevs == 1 && zn_net_ib_dev(props->devs[0])) {
         *d = props->devs[0];
@@ -757,7 +759,7 @@ static ncclResult_t ib_make_vdevice(int *d, ncclNetVDeviceProps_v11_t *props)
                     props->ndevs);
 }
 
-static ncclResult_t ib_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr)
+static ncclResult_t ib_set_net_attr(void *ctx, ncclNetAttr_t *attr)
 {
     return ncclSuccess; /* hints only; the IB net has no per-communicator tuning */
 }

@@ -38,38 +38,75 @@ struct zn_ib_dev *zn_net_ib_dev(int i)
 /* ---------------------------------------------------------------------------------------
  * ZINC_IB_HCA
  * ------------------------------------------------------------------------------------- */
-static int hca_item_match(const char *item, size_t len, int exact, const char *dev, int port)
+/* One field of an item: empty is unset (-1); otherwise a number in [0, max]. 0 if malformed. */
+static int hca_field(const char *f, size_t len, long max, int *out)
 {
-    const char *colon = memchr(item, ':', len);
-    size_t name_len = colon ? (size_t)(colon - item) : len;
-    if (exact ? strlen(dev) != name_len || strncmp(dev, item, name_len) != 0
-              : strncmp(dev, item, name_len) != 0)
-        return 0;
-    if (!colon) return 1;
     char num[16];
-    size_t nlen = len - name_len - 1;
-    if (nlen == 0 || nlen >= sizeof(num)) return 0;
-    memcpy(num, colon + 1, nlen);
-    num[nlen] = 0;
+    if (len == 0) {
+        *out = -1;
+        return 1;
+    }
+    if (len >= sizeof(num)) return 0;
+    memcpy(num, f, len);
+    num[len] = 0;
     char *end;
-    long p = strtol(num, &end, 10);
-    return *end == 0 && p == port;
+    long v = strtol(num, &end, 10);
+    if (*end != 0 || v < 0 || v > max) return 0;
+    *out = (int)v;
+    return 1;
 }
 
-int zn_net_ib_hca_match(const char *rules, const char *dev, int port)
+/* name[:port[:rail[:plane]]] against one port; on a match, the item's rail and plane. */
+static int hca_item_match(const char *item, size_t len, int exact, const char *dev, int port,
+                          int *rail, int *plane)
 {
+    const char *f[4];
+    size_t flen[4];
+    int nf = 0;
+    for (const char *p = item, *e = item + len; nf < 4;) {
+        const char *colon = memchr(p, ':', (size_t)(e - p));
+        f[nf] = p;
+        flen[nf++] = colon ? (size_t)(colon - p) : (size_t)(e - p);
+        if (!colon) break;
+        p = colon + 1;
+        if (nf == 4) return 0; /* a fifth field */
+    }
+    if (exact ? strlen(dev) != flen[0] || strncmp(dev, f[0], flen[0]) != 0
+              : strncmp(dev, f[0], flen[0]) != 0)
+        return 0;
+    int v[3] = { -1, -1, -1 }; /* port, rail, plane */
+    static const long max[3] = { INT_MAX, INT16_MAX, INT16_MAX };
+    for (int i = 1; i < nf; i++)
+        if (!hca_field(f[i], flen[i], max[i - 1], &v[i - 1])) return 0;
+    if (v[0] >= 0 && v[0] != port) return 0;
+    *rail = v[1];
+    *plane = v[2];
+    return 1;
+}
+
+int zn_net_ib_hca_lookup(const char *rules, const char *dev, int port, int *rail, int *plane)
+{
+    *rail = *plane = NCCL_NET_ID_UNDEF;
     if (!rules || !*rules) return 1;
     int exclude = 0, exact = 0;
     if (*rules == '^') exclude = 1, rules++;
     if (*rules == '=') exact = 1, rules++;
-    int hit = 0;
+    int hit = 0, r = NCCL_NET_ID_UNDEF, p = NCCL_NET_ID_UNDEF;
     for (const char *s = rules; *s && !hit;) {
         const char *comma = strchr(s, ',');
         size_t len = comma ? (size_t)(comma - s) : strlen(s);
-        if (len) hit = hca_item_match(s, len, exact, dev, port);
+        if (len) hit = hca_item_match(s, len, exact, dev, port, &r, &p);
         s += len + (comma ? 1 : 0);
     }
-    return exclude ? !hit : hit;
+    if (exclude) return !hit;
+    if (hit) *rail = r, *plane = p;
+    return hit;
+}
+
+int zn_net_ib_hca_match(const char *rules, const char *dev, int port)
+{
+    int rail, plane;
+    return zn_net_ib_hca_lookup(rules, dev, port, &rail, &plane);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -169,12 +206,14 @@ static int probe_dmabuf(struct ibv_pd *pd)
 }
 
 static void add_port(struct ibv_context *ctx, struct ibv_pd *pd, const char *name, int port,
-                     const struct ibv_port_attr *a, uint64_t guid)
+                     const struct ibv_port_attr *a, uint64_t guid, int rail, int plane)
 {
     struct zn_ib_dev *d = &devs[ndevs];
     memset(d, 0, sizeof(*d));
     snprintf(d->name, sizeof(d->name), "%s", name);
     d->port = port;
+    d->rail = (int16_t)rail;
+    d->plane = (int16_t)plane;
     d->ctx = ctx;
     d->pd = pd;
     d->link_layer = a->link_layer == IBV_LINK_LAYER_ETHERNET ? IBV_LINK_LAYER_ETHERNET
@@ -217,9 +256,10 @@ static int scan_device(struct ibv_device *dev, const char *rules)
                     a.state == IBV_PORT_DOWN ? "down" : "not active");
             continue;
         }
-        if (!zn_net_ib_hca_match(rules, name, p)) continue;
+        int rail, plane;
+        if (!zn_net_ib_hca_lookup(rules, name, p, &rail, &plane)) continue;
         int before = ndevs;
-        add_port(ctx, pd, name, p, &a, be64toh(zn_ibv.get_device_guid(dev)));
+        add_port(ctx, pd, name, p, &a, be64toh(zn_ibv.get_device_guid(dev)), rail, plane);
         added += ndevs > before;
     }
     if (added) return added;
@@ -257,9 +297,10 @@ static void devices_init_once(void)
         return;
     }
     for (int i = 0; i < ndevs; i++)
-        zn_info(ZN_NET | ZN_INIT, "NET/IB: [%d] %s:%d %s, %d Mb/s, GID index %d", i, devs[i].name,
-                devs[i].port, devs[i].link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB",
-                devs[i].speed_mbps, devs[i].gid_index);
+        zn_info(ZN_NET | ZN_INIT, "NET/IB: [%d] %s:%d %s, %d Mb/s, GID index %d, rail %d, plane %d",
+                i, devs[i].name, devs[i].port,
+                devs[i].link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB", devs[i].speed_mbps,
+                devs[i].gid_index, devs[i].rail, devs[i].plane);
 }
 
 int zn_net_ib_devices_init(const char **why)

@@ -1,18 +1,18 @@
 /*
- * The network plugin ABI of NCCL 2.28 (`ncclNet_t`, `libnccl-net*.so`), written for zinc.
+ * The network plugin ABI of NCCL 2.30 (`ncclNet_t`, `libnccl-net*.so`), written for zinc.
  *
  * A net moves tagged buffers between two endpoints: a listener publishes an opaque handle of
  * at most NCCL_NET_HANDLE_MAXSIZE bytes, the peer connects to it, and the two sides then post
  * isend / irecv requests and poll them with test(). A plugin library exports one table per
- * version it speaks, named ncclNetPlugin_vN (and optionally ncclCollNetPlugin_vN); NCCL 2.28
- * looks for v11, then v10, v9, v8, v7, v6, and takes the first it finds.
+ * version it speaks, named ncclNetPlugin_vN (and optionally ncclCollNetPlugin_vN); NCCL 2.30
+ * looks for v12, then v11, v10, v9, v8, v7, v6, and takes the first it finds.
  *
  * Every struct here must match NCCL's layout byte for byte, since plugins built against NCCL's
  * headers are loaded by zinc and zinc's nets are loaded by NCCL (libnccl-net-zinc.so).
  * tests/net/net_abi_test.c pins the sizes and member offsets of every version on LP64.
  *
  * What changed between versions (the reason each table exists):
- *   v6   the oldest NCCL 2.28 still loads; int sizes; no device offload.
+ *   v6   the oldest NCCL 2.30 still loads; int sizes; no device offload.
  *   v7   connect/accept gain a device-offload handle out-parameter; getDeviceMr, irecvConsumed;
  *        properties gain netDeviceType / netDeviceVersion.
  *   v8   regMr takes a size_t; properties gain regIsGlobal.
@@ -23,9 +23,12 @@
  *   v11  per-communicator contexts: init returns a context (and gets the communicator id and
  *        the config), listen and connect take it, finalize and setNetAttr are added;
  *        properties gain maxMultiRequestSize.
+ *   v12  the functions are v11's; the properties change: a virtual NIC may merge 8 physical
+ *        ones instead of 4 (so vProps grows and every later member moves), and railId /
+ *        planeId are appended. NCCL 2.30 left the v6..v11 layouts as 2.28 had them.
  *
- * The GIN tables of NCCL 2.28 (ncclGinPlugin_v11, device-initiated networking) are not
- * described here: zinc neither loads nor exports them.
+ * The GIN tables (ncclGinPlugin_vN, device-initiated networking; their own header since NCCL
+ * 2.30) are not described here: zinc neither loads nor exports them.
  */
 #ifndef ZN_NET_NCCL_NET_H
 #define ZN_NET_NCCL_NET_H
@@ -69,16 +72,24 @@ extern "C" {
 #define NCCL_NET_MULTI_REQUEST            0x2
 
 #define NCCL_NET_MR_FLAG_FORCE_SO         (1 << 0)
-#define NCCL_NET_SIGNAL_OP_INC            0x1
-#define NCCL_NET_SIGNAL_OP_ADD            0x2
+/* regMr hint (GIN): the region is a signal that is never reset. */
+#define NCCL_NET_MR_FLAG_SIGNAL_NEVER_RESET (1 << 1)
+#define NCCL_NET_SIGNAL_OP_INC              0x1
+#define NCCL_NET_SIGNAL_OP_ADD              0x2
 
-/* Nets that may be loaded in one process, and physical NICs one virtual NIC may merge. */
-#define NCCL_NET_MAX_PLUGINS      16
-#define NCCL_NET_MAX_DEVS_PER_NIC 4
+/* Nets that may be loaded in one process, and physical NICs one virtual NIC may merge: 4 in
+ * the vProps of v9..v11, 8 in v12's. NCCL never asks an older plugin to merge more than its
+ * version holds. */
+#define NCCL_NET_MAX_PLUGINS          16
+#define NCCL_NET_MAX_DEVS_PER_NIC_V11 4
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+#define NCCL_NET_MAX_DEVS_PER_NIC     NCCL_NET_MAX_DEVS_PER_NIC_V12
 
 /* Unset values of ncclNetCommConfig.trafficClass and of ncclNetAttr members. */
 #define NCCL_NET_TRAFFIC_CLASS_UNDEF -1
 #define NCCL_NET_ATTR_UNDEF          -1
+/* Unset railId / planeId (v12 properties): NCCL then ignores the member. */
+#define NCCL_NET_ID_UNDEF -1
 
 /* ---------------------------------------------------------------------------------------- */
 /* Logging: the function NCCL (or zinc) hands to init()                                     */
@@ -111,6 +122,8 @@ typedef enum {
     NCCL_REG = 0x2000,
     NCCL_PROFILE = 0x4000,
     NCCL_RAS = 0x8000,
+    NCCL_DESTROY = 0x10000,
+    NCCL_ALLOC_HOST = 0x20000,
     NCCL_ALL = ~0
 } ncclDebugLogSubSys;
 
@@ -132,7 +145,7 @@ typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *p
 /* ---------------------------------------------------------------------------------------- */
 
 /* The types are public (the device API's header uses them too): one definition, there. */
-#include "nccl_device/net_device.h"
+#include "nccl_device/net_device.h" /* ncclNetDeviceHandle_v7_t .. _v12_t: one struct */
 
 /* ---------------------------------------------------------------------------------------- */
 /* Properties                                                                               */
@@ -141,16 +154,23 @@ typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *p
 /* The physical devices a virtual NIC (makeVDevice) aggregates. */
 typedef struct {
     int ndevs;
-    int devs[NCCL_NET_MAX_DEVS_PER_NIC];
+    int devs[NCCL_NET_MAX_DEVS_PER_NIC_V11];
 } ncclNetVDeviceProps_v9_t;
 typedef ncclNetVDeviceProps_v9_t ncclNetVDeviceProps_v10_t;
 typedef ncclNetVDeviceProps_v9_t ncclNetVDeviceProps_v11_t;
 
-/* Per-communicator options (v10: passed to connect; v11: to init). */
+/* v12: the same with room for 8 devices (36 bytes instead of 20). */
+typedef struct {
+    int ndevs;
+    int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+
+/* Per-communicator options (v10: passed to connect; v11, v12: to init). */
 typedef struct {
     int trafficClass; /* plugin-specific; NCCL_NET_TRAFFIC_CLASS_UNDEF when unset */
 } ncclNetCommConfig_v10_t;
 typedef ncclNetCommConfig_v10_t ncclNetCommConfig_v11_t;
+typedef ncclNetCommConfig_v10_t ncclNetCommConfig_v12_t;
 
 /* v6: the base set. name and pciPath stay owned by the net. */
 typedef struct {
@@ -238,6 +258,32 @@ typedef struct {
     int maxMultiRequestSize;
 } ncclNetProperties_v11_t;
 
+/* v12: the larger vProps (so maxP2pBytes moves from 88 to 104), then the NIC's rail and plane.
+ * NCCL's topology search keeps a ring or tree that enters a host through one NIC leaving it
+ * through a NIC of the same rail (when both rails are set), and never joins NICs of different
+ * planes; NCCL_NET_ID_UNDEF lets it decide from PCI and GUIDs as before. */
+typedef struct {
+    char *name;
+    char *pciPath;
+    uint64_t guid;
+    int ptrSupport;
+    int regIsGlobal;
+    int forceFlush;
+    int speed;
+    int port;
+    float latency;
+    int maxComms;
+    int maxRecvs;
+    ncclNetDeviceType netDeviceType;
+    int netDeviceVersion;
+    ncclNetVDeviceProps_v12_t vProps;
+    size_t maxP2pBytes;
+    size_t maxCollBytes;
+    int maxMultiRequestSize;
+    int16_t railId;  /* NIC's rail (the switch its port reaches); NCCL_NET_ID_UNDEF if unknown */
+    int16_t planeId; /* fabric plane; NCCL_NET_ID_UNDEF if unknown */
+} ncclNetProperties_v12_t;
+
 /* v11 setNetAttr: hints about the traffic a communicator is about to run. */
 typedef struct {
     int32_t maxConcurrentPeers;
@@ -253,6 +299,8 @@ typedef struct {
     uint32_t algo;
     uint32_t proto;
 } ncclNetAttr_v11_t;
+typedef ncclNetCommAttr_v11_t ncclNetCommAttr_v12_t;
+typedef ncclNetAttr_v11_t ncclNetAttr_v12_t;
 
 /* ---------------------------------------------------------------------------------------- */
 /* The net tables. Slot order is the ABI; comments give the contract zinc relies on.        */
@@ -446,6 +494,39 @@ typedef struct {
     ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v11_t *netAttr);
 } ncclNet_v11_t;
 
+/* v12: v11's slots and contracts; only the properties and vProps it points to differ. */
+typedef struct {
+    const char *name;
+    ncclResult_t (*init)(void **ctx, uint64_t commId, ncclNetCommConfig_v12_t *config,
+                         ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+    ncclResult_t (*devices)(int *ndev);
+    ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t *props);
+    ncclResult_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+    ncclResult_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
+                            ncclNetDeviceHandle_v12_t **sendDevComm);
+    ncclResult_t (*accept)(void *listenComm, void **recvComm,
+                           ncclNetDeviceHandle_v12_t **recvDevComm);
+    ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
+    ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type, uint64_t offset,
+                                int fd, void **mhandle);
+    ncclResult_t (*deregMr)(void *comm, void *mhandle);
+    ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+                          void *phandle, void **request);
+    ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+                          void **mhandles, void **phandles, void **request);
+    ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+                           void **request);
+    ncclResult_t (*test)(void *request, int *done, int *sizes);
+    ncclResult_t (*closeSend)(void *sendComm);
+    ncclResult_t (*closeRecv)(void *recvComm);
+    ncclResult_t (*closeListen)(void *listenComm);
+    ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+    ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
+    ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v12_t *props);
+    ncclResult_t (*finalize)(void *ctx);
+    ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v12_t *netAttr);
+} ncclNet_v12_t;
+
 /* ---------------------------------------------------------------------------------------- */
 /* Collective nets (ncclCollNetPlugin_vN): in-network reductions such as SHARP. zinc has no  */
 /* collective net; the tables are here so that a plugin exporting one is understood and so */
@@ -465,6 +546,7 @@ typedef struct {
 } ncclNetSGE_v9_t;
 typedef ncclNetSGE_v9_t ncclNetSGE_v10_t;
 typedef ncclNetSGE_v9_t ncclNetSGE_v11_t;
+typedef ncclNetSGE_v9_t ncclNetSGE_v12_t;
 
 /* Members common to every collnet version, in ABI order, up to the version's test(). */
 typedef struct {
@@ -604,23 +686,57 @@ typedef struct {
     ncclResult_t (*finalize)(void *ctx);
 } ncclCollNet_v11_t;
 
+/* v12: v11 with the v12 properties and vProps. */
+typedef struct {
+    const char *name;
+    ncclResult_t (*init)(void **ctx, uint64_t commId, ncclDebugLogger_t logFunction);
+    ncclResult_t (*devices)(int *ndev);
+    ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t *props);
+    ncclResult_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+    ncclResult_t (*connect)(void *handles[], int nranks, int rank, void *listenComm,
+                            void **collComm);
+    ncclResult_t (*reduceSupport)(ncclDataType_t dataType, ncclRedOp_t redOp, int *supported);
+    ncclResult_t (*regMr)(void *collComm, void *data, size_t size, int type, void **mhandle);
+    ncclResult_t (*regMrDmaBuf)(void *collComm, void *data, size_t size, int type, uint64_t offset,
+                                int fd, void **mhandle);
+    ncclResult_t (*deregMr)(void *collComm, void *mhandle);
+    ncclResult_t (*iallreduce)(void *collComm, void *sendData, void *recvData, size_t count,
+                               ncclDataType_t dataType, ncclRedOp_t redOp, void *sendMhandle,
+                               void *recvMhandle, void **request);
+    ncclResult_t (*iallgather)(void *collComm, void *sendData, int nRecvParts,
+                               ncclNetSGE_v12_t *recvParts, size_t bytesPerRank,
+                               size_t windowOffset, size_t windowBytes, void *sendMhandle,
+                               void **request);
+    ncclResult_t (*ireducescatter)(void *collComm, int nSendParts, ncclNetSGE_v12_t *sendParts,
+                                   void *recvData, size_t bytesPerRank, size_t windowOffset,
+                                   size_t windowBytes, ncclDataType_t dataType, ncclRedOp_t redOp,
+                                   void *recvMhandle, void **request);
+    ncclResult_t (*iflush)(void *collComm, void *data, int size, void *mhandle, void **request);
+    ncclResult_t (*test)(void *request, int *done, int *size);
+    ncclResult_t (*closeColl)(void *collComm);
+    ncclResult_t (*closeListen)(void *listenComm);
+    ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v12_t *props);
+    ncclResult_t (*finalize)(void *ctx);
+} ncclCollNet_v12_t;
+
 /* ---------------------------------------------------------------------------------------- */
 /* The newest version: what zinc uses internally (older plugins are adapted to it).         */
 /* ---------------------------------------------------------------------------------------- */
 
-typedef ncclNet_v11_t ncclNet_t;
-typedef ncclCollNet_v11_t ncclCollNet_t;
-typedef ncclNetProperties_v11_t ncclNetProperties_t;
-typedef ncclNetVDeviceProps_v11_t ncclNetVDeviceProps_t;
-typedef ncclNetCommConfig_v11_t ncclNetCommConfig_t;
-typedef ncclNetAttr_v11_t ncclNetAttr_t;
-typedef ncclNetSGE_v11_t ncclNetSGE_t;
+typedef ncclNet_v12_t ncclNet_t;
+typedef ncclCollNet_v12_t ncclCollNet_t;
+typedef ncclNetProperties_v12_t ncclNetProperties_t;
+typedef ncclNetVDeviceProps_v12_t ncclNetVDeviceProps_t;
+typedef ncclNetCommConfig_v12_t ncclNetCommConfig_t;
+typedef ncclNetAttr_v12_t ncclNetAttr_t;
+typedef ncclNetSGE_v12_t ncclNetSGE_t;
 
 /* Opaque listen handle as the caller stores it. */
 typedef char ncclNetHandle_t[NCCL_NET_HANDLE_MAXSIZE];
 
 /* Exported table names, newest first: the order a loader tries them in. */
 #define ZN_NET_PLUGIN_SYMBOLS(X) \
+    X(12)                        \
     X(11)                        \
     X(10)                        \
     X(9)                         \

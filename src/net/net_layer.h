@@ -2,7 +2,7 @@
  * The net layer's internal interface: the registry of nets that zinc can use.
  *
  * Every net, built in or loaded from a plugin, is seen through one table of the newest ABI
- * version (ncclNet_t = ncclNet_v11_t, nccl_net.h); plugins that export an older version are
+ * version (ncclNet_t = ncclNet_v12_t, nccl_net.h); plugins that export an older version are
  * wrapped by adapters (plugin.c), as NCCL does. The registry is built once per process, in a
  * deterministic order: nets from the plugin library first (NCCL's order), then the built-in
  * nets of ZN_NET_BUILTINS. A net knows nothing of communicators or ranks; the layer above adds
@@ -25,7 +25,7 @@
 #define ZN_NET_MAX 8
 
 struct zn_net {
-    const ncclNet_t *ops; /* the v11 table (an adapter for older plugins) */
+    const ncclNet_t *ops; /* the v12 table (an adapter for older plugins) */
     const char *name;     /* ops->name */
     void *ctx;            /* the context init() returned when the registry probed the net */
     int ndev;             /* devices() at registration */
@@ -109,7 +109,7 @@ const struct zn_net_rma_ops *zn_net_rma(const struct zn_net *net);
 extern const struct zn_net_rma_ops zn_net_ib_rma; /* src/net/ib_rma.c */
 
 /* Plugin loading (plugin.c): dlopen NCCL_NET_PLUGIN (or libnccl-net.so), find the newest
- * ncclNetPlugin_vN, and return its table adapted to v11. 0 nets when there is no plugin. */
+ * ncclNetPlugin_vN, and return its table adapted to v12. 0 nets when there is no plugin. */
 int zn_net_plugin_load(const ncclNet_t **tables, int *versions, int max);
 
 #endif

@@ -1,18 +1,19 @@
 /*
  * Loading of external net plugins (libnccl-net*.so) and the adapters that make an older
- * plugin table look like the newest one (ncclNet_t = v11), so that the rest of zinc sees one
+ * plugin table look like the newest one (ncclNet_t = v12), so that the rest of zinc sees one
  * interface.
  *
  * Which library: NCCL_NET_PLUGIN (or ZINC_NET_PLUGIN) = "none" loads nothing; a value with a
  * '/' is a path; another value NAME tries libnccl-net-NAME.so, then NAME itself; unset tries
  * libnccl-net.so, whose absence is normal and only noted at INFO. The newest exported
- * ncclNetPlugin_vN (v11 down to v6, or down from ZINC_NET_PLUGIN_VERSION) is used. One plugin
- * library per process, as in NCCL, which is why the adapters keep the loaded table in file-level
- * state.
+ * ncclNetPlugin_vN (v12 down to v6, or down from ZINC_NET_PLUGIN_VERSION) is used, as NCCL 2.30
+ * does; a v12 table is used as it is. One plugin library per process, as in NCCL, which is why
+ * the adapters keep the loaded table in file-level state.
  *
  * Every slot from name to closeListen has the same offset in every version (nccl_net.h), and
  * several have the same signature in all of them; the adapters forward those through the v6
- * view and convert only where versions differ.
+ * view and convert only where versions differ. v11 differs from v12 only in its properties and
+ * vProps; v6..v10 also lack contexts, which the adapter makes up.
  */
 #include "net/net_layer.h"
 #include "util/err.h"
@@ -26,13 +27,14 @@
 #include <string.h>
 #include <strings.h>
 
-static int pver;         /* version of the loaded table (6..10 when adapted) */
+static int pver;         /* version of the loaded table (6..11 when adapted) */
 static const void *ptab; /* the plugin's own table */
 static int pinit_done;   /* v6..v10 init once per process; v11 contexts are per comm */
 static ncclResult_t pinit_res;
 
 #define P(v) ((const ncclNet_v##v##_t *)ptab)
 
+/* The context the adapter hands out for v6..v10, which have none; v11's are the plugin's. */
 struct adapt_ctx {
     ncclNetCommConfig_v10_t config;
 };
@@ -40,6 +42,7 @@ struct adapt_ctx {
 static ncclResult_t adapt_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
                                ncclDebugLogger_t log, ncclProfilerCallback_t prof)
 {
+    if (pver == 11) return P(11)->init(ctx, comm_id, config, log, prof);
     if (!pinit_done) {
         pinit_res = pver == 10 ? P(10)->init(log, prof) : P(6)->init(log);
         pinit_done = 1;
@@ -54,6 +57,7 @@ static ncclResult_t adapt_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_t
 
 static ncclResult_t adapt_finalize(void *ctx)
 {
+    if (pver == 11) return P(11)->finalize(ctx);
     free(ctx);
     return ncclSuccess;
 }
@@ -63,16 +67,20 @@ static ncclResult_t adapt_devices(int *ndev)
     return P(6)->devices(ndev);
 }
 
-/* Older properties are prefixes of the newer ones with a few members inserted (v8:
- * regIsGlobal; v9: forceFlush); members a version lacks get NCCL's defaults for it. */
+/* Older properties are prefixes of v11's with a few members inserted (v8: regIsGlobal; v9:
+ * forceFlush); members a version lacks get NCCL's defaults for it. v12 then moved everything
+ * after vProps (8 devices instead of 4) and added the rail and plane, which an older plugin
+ * cannot know: NCCL_NET_ID_UNDEF, as NCCL 2.30 sets them. */
 static ncclResult_t adapt_get_properties(int dev, ncclNetProperties_t *out)
 {
-    ncclNetProperties_t p = { .netDeviceType = NCCL_NET_DEVICE_HOST,
-                              .vProps = { .ndevs = 1, .devs = { dev } },
-                              .maxP2pBytes = NCCL_NET_MAX_SIZE_LEGACY,
-                              .maxCollBytes = NCCL_MAX_NET_SIZE_BYTES,
-                              .maxMultiRequestSize = 1 };
-    if (pver >= 9) {
+    ncclNetProperties_v11_t p = { .netDeviceType = NCCL_NET_DEVICE_HOST,
+                                  .vProps = { .ndevs = 1, .devs = { dev } },
+                                  .maxP2pBytes = NCCL_NET_MAX_SIZE_LEGACY,
+                                  .maxCollBytes = NCCL_MAX_NET_SIZE_BYTES,
+                                  .maxMultiRequestSize = 1 };
+    if (pver == 11) {
+        ZN_CHECK(P(11)->getProperties(dev, &p));
+    } else if (pver >= 9) {
         ncclNetProperties_v9_t q;
         ZN_CHECK(P(9)->getProperties(dev, &q));
         memcpy(&p, &q, sizeof(q)); /* v9 and v10 are v11 without its last member */
@@ -101,18 +109,47 @@ static ncclResult_t adapt_get_properties(int dev, ncclNetProperties_t *out)
         p.speed = o.speed, p.port = o.port, p.latency = o.latency, p.maxComms = o.maxComms;
         p.maxRecvs = o.maxRecvs;
     }
-    *out = p;
+    if (p.vProps.ndevs < 0 || p.vProps.ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V11)
+        return zn_error(ncclInternalError, ZN_NET,
+                        "net plugin %s (v%d): getProperties(%d) reports %d devices in vProps "
+                        "(at most %d)",
+                        P(6)->name, pver, dev, p.vProps.ndevs, NCCL_NET_MAX_DEVS_PER_NIC_V11);
+    ncclNetProperties_t r = {
+        .name = p.name,
+        .pciPath = p.pciPath,
+        .guid = p.guid,
+        .ptrSupport = p.ptrSupport,
+        .regIsGlobal = p.regIsGlobal,
+        .forceFlush = p.forceFlush,
+        .speed = p.speed,
+        .port = p.port,
+        .latency = p.latency,
+        .maxComms = p.maxComms,
+        .maxRecvs = p.maxRecvs,
+        .netDeviceType = p.netDeviceType,
+        .netDeviceVersion = p.netDeviceVersion,
+        .vProps = { .ndevs = p.vProps.ndevs },
+        .maxP2pBytes = p.maxP2pBytes,
+        .maxCollBytes = p.maxCollBytes,
+        .maxMultiRequestSize = p.maxMultiRequestSize,
+        .railId = NCCL_NET_ID_UNDEF,
+        .planeId = NCCL_NET_ID_UNDEF,
+    };
+    memcpy(r.vProps.devs, p.vProps.devs, sizeof(p.vProps.devs));
+    *out = r;
     return ncclSuccess;
 }
 
 static ncclResult_t adapt_listen(void *ctx, int dev, void *handle, void **listen_comm)
 {
+    if (pver == 11) return P(11)->listen(ctx, dev, handle, listen_comm);
     return P(6)->listen(dev, handle, listen_comm);
 }
 
 static ncclResult_t adapt_connect(void *ctx, int dev, void *handle, void **send_comm,
                                   ncclNetDeviceHandle_t **dev_comm)
 {
+    if (pver == 11) return P(11)->connect(ctx, dev, handle, send_comm, dev_comm);
     struct adapt_ctx *c = ctx;
     if (pver == 10) return P(10)->connect(dev, &c->config, handle, send_comm, dev_comm);
     if (pver >= 7) return P(7)->connect(dev, handle, send_comm, dev_comm);
@@ -154,7 +191,7 @@ static ncclResult_t adapt_dereg_mr(void *comm, void *mhandle)
 static ncclResult_t adapt_isend(void *comm, void *data, size_t size, int tag, void *mhandle,
                                 void *phandle, void **request)
 {
-    if (pver == 10) return P(10)->isend(comm, data, size, tag, mhandle, phandle, request);
+    if (pver >= 10) return P(10)->isend(comm, data, size, tag, mhandle, phandle, request);
     if (pver == 9) return P(9)->isend(comm, data, size, tag, mhandle, request);
     if (size > INT_MAX) return too_big("isend", size);
     return P(6)->isend(comm, data, (int)size, tag, mhandle, request);
@@ -163,7 +200,7 @@ static ncclResult_t adapt_isend(void *comm, void *data, size_t size, int tag, vo
 static ncclResult_t adapt_irecv(void *comm, int n, void **data, size_t *sizes, int *tags,
                                 void **mhandles, void **phandles, void **request)
 {
-    if (pver == 10) return P(10)->irecv(comm, n, data, sizes, tags, mhandles, phandles, request);
+    if (pver >= 10) return P(10)->irecv(comm, n, data, sizes, tags, mhandles, phandles, request);
     if (pver == 9) return P(9)->irecv(comm, n, data, sizes, tags, mhandles, request);
     int isizes[NCCL_NET_MAX_REQUESTS];
     if (n < 0 || n > NCCL_NET_MAX_REQUESTS)
@@ -218,14 +255,23 @@ static ncclResult_t adapt_irecv_consumed(void *comm, int n, void *request)
     return P(7)->irecvConsumed(comm, n, request);
 }
 
+/* v9..v11 take at most 4 devices; the list is copied rather than the pointer cast, so that a
+ * plugin never sees zinc's larger struct. */
 static ncclResult_t adapt_make_vdevice(int *d, ncclNetVDeviceProps_t *props)
 {
     if (pver < 9 || !P(9)->makeVDevice) return missing("makeVDevice (virtual devices)");
-    return P(9)->makeVDevice(d, props);
+    if (props->ndevs < 0 || props->ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V11)
+        return zn_error(ncclInvalidArgument, ZN_NET,
+                        "net plugin %s (v%d): makeVDevice of %d devices (its version holds %d)",
+                        P(6)->name, pver, props->ndevs, NCCL_NET_MAX_DEVS_PER_NIC_V11);
+    ncclNetVDeviceProps_v9_t old = { .ndevs = props->ndevs };
+    memcpy(old.devs, props->devs, (size_t)props->ndevs * sizeof(old.devs[0]));
+    return P(9)->makeVDevice(d, &old);
 }
 
 static ncclResult_t adapt_set_net_attr(void *ctx, ncclNetAttr_t *attr)
 {
+    if (pver == 11 && P(11)->setNetAttr) return P(11)->setNetAttr(ctx, attr);
     return ncclSuccess; /* versions before v11 take no traffic hints */
 }
 
@@ -293,7 +339,9 @@ int zn_net_plugin_load(const ncclNet_t **tables, int *versions, int max)
     if (max < 1) return 0;
     void *h = open_plugin(path, sizeof(path));
     if (!h) return 0;
-    static const int order[] = { 11, 10, 9, 8, 7, 6 };
+#define ZN_VERSION(v) v,
+    static const int order[] = { ZN_NET_PLUGIN_SYMBOLS(ZN_VERSION) };
+#undef ZN_VERSION
     for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
         char sym[32];
         snprintf(sym, sizeof(sym), "ncclNetPlugin_v%d", order[i]);
@@ -302,7 +350,7 @@ int zn_net_plugin_load(const ncclNet_t **tables, int *versions, int max)
         if (!t) continue;
         zn_info(ZN_NET, "net plugin %s: using %s (%s)", path, sym, *(const char *const *)t);
         versions[0] = order[i];
-        if (order[i] == 11) {
+        if (order[i] == 12) {
             tables[0] = t;
             return 1;
         }
@@ -312,7 +360,7 @@ int zn_net_plugin_load(const ncclNet_t **tables, int *versions, int max)
         tables[0] = &adapter;
         return 1;
     }
-    zn_warn(ZN_NET, "net plugin %s exports no ncclNetPlugin_v6..v11 table; not used", path);
+    zn_warn(ZN_NET, "net plugin %s exports no ncclNetPlugin_v6..v12 table; not used", path);
     dlclose(h);
     return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * zinc's socket net as an ncclNet_t (v11): devices, listen, connect, accept, close and
+ * zinc's socket net as an ncclNet_t (v12): devices, listen, connect, accept, close and
  * memory registration. The data path (isend / irecv / test, helper threads) is in
  * socket_data.c; the wire formats in socket_wire.c.
  *
@@ -127,6 +127,9 @@ static ncclResult_t nsock_get_properties(int dev, ncclNetProperties_t *props)
         .maxP2pBytes = NCCL_MAX_NET_SIZE_BYTES,
         .maxCollBytes = NCCL_MAX_NET_SIZE_BYTES,
         .maxMultiRequestSize = 1,
+        /* A TCP interface says nothing of the switches behind it (NCCL's socket net agrees). */
+        .railId = NCCL_NET_ID_UNDEF,
+        .planeId = NCCL_NET_ID_UNDEF,
     };
     return ncclSuccess;
 }

@@ -50,7 +50,7 @@
         }                                                                                       \
     } while (0)
 
-static const ncclNet_v11_t *net = &zn_net_ib;
+static const ncclNet_t *net = &zn_net_ib;
 enum { GUARD_S = 30 };
 
 /* ---------------------------------------------------------------------------------------
@@ -73,8 +73,24 @@ static void test_hca(void)
     CHECK(zn_net_ib_hca_match("^=mlx5_0:2", "mlx5_0", 1));
     CHECK(zn_net_ib_hca_match("^=mlx5_0:2", "mlx5_00", 2));
     CHECK(!zn_net_ib_hca_match("mlx5_0:x", "mlx5_0", 1)); /* a bad port matches nothing */
-    CHECK(!zn_net_ib_hca_match("mlx5_0:", "mlx5_0", 1));
+    CHECK(zn_net_ib_hca_match("mlx5_0:", "mlx5_0", 2));   /* an empty port is any port */
     CHECK(zn_net_ib_hca_match(",,mlx5_0,", "mlx5_0", 1)); /* empty items are ignored */
+    /* NCCL 2.30's name:port:rail:plane; empty fields unset, a bad or fifth field no match. */
+    int rail, plane;
+    CHECK(zn_net_ib_hca_lookup("mlx5_1,mlx5_0:1:3:1", "mlx5_0", 1, &rail, &plane));
+    CHECK(rail == 3 && plane == 1);
+    CHECK(!zn_net_ib_hca_lookup("mlx5_0:2:3:1", "mlx5_0", 1, &rail, &plane));
+    CHECK(zn_net_ib_hca_lookup("mlx5_0::7", "mlx5_0", 2, &rail, &plane));
+    CHECK(rail == 7 && plane == NCCL_NET_ID_UNDEF);
+    CHECK(zn_net_ib_hca_lookup("mlx5_0:1::2", "mlx5_0", 1, &rail, &plane));
+    CHECK(rail == NCCL_NET_ID_UNDEF && plane == 2);
+    CHECK(zn_net_ib_hca_lookup("mlx5_0:1", "mlx5_0", 1, &rail, &plane));
+    CHECK(rail == NCCL_NET_ID_UNDEF && plane == NCCL_NET_ID_UNDEF);
+    CHECK(zn_net_ib_hca_lookup("^mlx5_1:1:3:1", "mlx5_0", 1, &rail, &plane));
+    CHECK(rail == NCCL_NET_ID_UNDEF && plane == NCCL_NET_ID_UNDEF); /* excludes name none */
+    CHECK(!zn_net_ib_hca_match("mlx5_0:1:x", "mlx5_0", 1));
+    CHECK(!zn_net_ib_hca_match("mlx5_0:1:3:40000", "mlx5_0", 1)); /* planes are int16 */
+    CHECK(!zn_net_ib_hca_match("mlx5_0:1:3:1:0", "mlx5_0", 1));
 }
 
 static void test_wire(void)
@@ -300,11 +316,12 @@ static void data_child(int fd)
 
 static void check_properties(void)
 {
-    ncclNetProperties_v11_t p;
+    ncclNetProperties_t p;
     CHECK(net->getProperties(0, &p) == ncclSuccess);
     CHECK(strcmp(p.name, "mlx5_0") == 0 && p.port == 1 && p.speed == 400000);
     CHECK((p.ptrSupport & NCCL_PTR_HOST) && (p.ptrSupport & NCCL_PTR_DMABUF));
     CHECK(p.maxRecvs == ZN_IB_MAX_RECVS && p.regIsGlobal == 1 && p.vProps.ndevs == 1);
+    CHECK(p.railId == NCCL_NET_ID_UNDEF && p.planeId == NCCL_NET_ID_UNDEF); /* no ZINC_IB_HCA */
     CHECK(net->getProperties(5, &p) == ncclInvalidArgument);
 }
 

@@ -1,9 +1,10 @@
 /*
- * net_abi: src/net/nccl_net.h has NCCL 2.28's plugin ABI.
+ * net_abi: src/net/nccl_net.h has NCCL 2.30's plugin ABI.
  *
- * Every size and member offset below was derived from NCCL 2.28.9's plugin headers
- * (src/include/plugin/nccl_net.h and net/net_v6.h .. net_v11.h, nccl_device/net_device.h)
- * compiled on x86_64 Linux (LP64); they are the numbers a plugin built against NCCL has.
+ * Every size and member offset below was derived from NCCL's plugin headers
+ * (src/include/plugin/nccl_net.h and net/net_v6.h .. net_v12.h, nccl_device/net_device.h)
+ * compiled on x86_64 Linux (LP64): v6..v11 from 2.28.9's, v12 from 2.30.7's, which left v6..v11
+ * as they were (same numbers). They are the numbers a plugin built against NCCL has.
  * zinc's header must produce the same ones, or a table handed across the dlopen boundary is
  * read at the wrong place.
  */
@@ -144,6 +145,29 @@ static const struct fact facts[] = {
     ZT_OFF(ncclNet_v11_t, makeVDevice, 152)
     ZT_OFF(ncclNet_v11_t, finalize, 160)
     ZT_OFF(ncclNet_v11_t, setNetAttr, 168)
+    ZT_SIZE(ncclNet_v12_t, 176)
+    ZT_OFF(ncclNet_v12_t, name, 0)
+    ZT_OFF(ncclNet_v12_t, init, 8)
+    ZT_OFF(ncclNet_v12_t, devices, 16)
+    ZT_OFF(ncclNet_v12_t, getProperties, 24)
+    ZT_OFF(ncclNet_v12_t, listen, 32)
+    ZT_OFF(ncclNet_v12_t, connect, 40)
+    ZT_OFF(ncclNet_v12_t, accept, 48)
+    ZT_OFF(ncclNet_v12_t, regMr, 56)
+    ZT_OFF(ncclNet_v12_t, regMrDmaBuf, 64)
+    ZT_OFF(ncclNet_v12_t, deregMr, 72)
+    ZT_OFF(ncclNet_v12_t, isend, 80)
+    ZT_OFF(ncclNet_v12_t, irecv, 88)
+    ZT_OFF(ncclNet_v12_t, iflush, 96)
+    ZT_OFF(ncclNet_v12_t, test, 104)
+    ZT_OFF(ncclNet_v12_t, closeSend, 112)
+    ZT_OFF(ncclNet_v12_t, closeRecv, 120)
+    ZT_OFF(ncclNet_v12_t, closeListen, 128)
+    ZT_OFF(ncclNet_v12_t, getDeviceMr, 136)
+    ZT_OFF(ncclNet_v12_t, irecvConsumed, 144)
+    ZT_OFF(ncclNet_v12_t, makeVDevice, 152)
+    ZT_OFF(ncclNet_v12_t, finalize, 160)
+    ZT_OFF(ncclNet_v12_t, setNetAttr, 168)
     ZT_SIZE(ncclNetProperties_v6_t, 48)
     ZT_OFF(ncclNetProperties_v6_t, name, 0)
     ZT_OFF(ncclNetProperties_v6_t, pciPath, 8)
@@ -231,6 +255,26 @@ static const struct fact facts[] = {
     ZT_OFF(ncclNetProperties_v11_t, maxP2pBytes, 88)
     ZT_OFF(ncclNetProperties_v11_t, maxCollBytes, 96)
     ZT_OFF(ncclNetProperties_v11_t, maxMultiRequestSize, 104)
+    ZT_SIZE(ncclNetProperties_v12_t, 128)
+    ZT_OFF(ncclNetProperties_v12_t, name, 0)
+    ZT_OFF(ncclNetProperties_v12_t, pciPath, 8)
+    ZT_OFF(ncclNetProperties_v12_t, guid, 16)
+    ZT_OFF(ncclNetProperties_v12_t, ptrSupport, 24)
+    ZT_OFF(ncclNetProperties_v12_t, regIsGlobal, 28)
+    ZT_OFF(ncclNetProperties_v12_t, forceFlush, 32)
+    ZT_OFF(ncclNetProperties_v12_t, speed, 36)
+    ZT_OFF(ncclNetProperties_v12_t, port, 40)
+    ZT_OFF(ncclNetProperties_v12_t, latency, 44)
+    ZT_OFF(ncclNetProperties_v12_t, maxComms, 48)
+    ZT_OFF(ncclNetProperties_v12_t, maxRecvs, 52)
+    ZT_OFF(ncclNetProperties_v12_t, netDeviceType, 56)
+    ZT_OFF(ncclNetProperties_v12_t, netDeviceVersion, 60)
+    ZT_OFF(ncclNetProperties_v12_t, vProps, 64)
+    ZT_OFF(ncclNetProperties_v12_t, maxP2pBytes, 104)
+    ZT_OFF(ncclNetProperties_v12_t, maxCollBytes, 112)
+    ZT_OFF(ncclNetProperties_v12_t, maxMultiRequestSize, 120)
+    ZT_OFF(ncclNetProperties_v12_t, railId, 124)
+    ZT_OFF(ncclNetProperties_v12_t, planeId, 126)
     ZT_SIZE(ncclNetVDeviceProps_v9_t, 20)
     ZT_OFF(ncclNetVDeviceProps_v9_t, ndevs, 0)
     ZT_OFF(ncclNetVDeviceProps_v9_t, devs, 4)
@@ -240,10 +284,15 @@ static const struct fact facts[] = {
     ZT_SIZE(ncclNetVDeviceProps_v11_t, 20)
     ZT_OFF(ncclNetVDeviceProps_v11_t, ndevs, 0)
     ZT_OFF(ncclNetVDeviceProps_v11_t, devs, 4)
+    ZT_SIZE(ncclNetVDeviceProps_v12_t, 36)
+    ZT_OFF(ncclNetVDeviceProps_v12_t, ndevs, 0)
+    ZT_OFF(ncclNetVDeviceProps_v12_t, devs, 4)
     ZT_SIZE(ncclNetCommConfig_v10_t, 4)
     ZT_OFF(ncclNetCommConfig_v10_t, trafficClass, 0)
     ZT_SIZE(ncclNetCommConfig_v11_t, 4)
     ZT_OFF(ncclNetCommConfig_v11_t, trafficClass, 0)
+    ZT_SIZE(ncclNetCommConfig_v12_t, 4)
+    ZT_OFF(ncclNetCommConfig_v12_t, trafficClass, 0)
     ZT_SIZE(ncclNetCommAttr_v11_t, 16)
     ZT_OFF(ncclNetCommAttr_v11_t, maxConcurrentPeers, 0)
     ZT_OFF(ncclNetCommAttr_v11_t, minConcurrentPeers, 4)
@@ -255,6 +304,17 @@ static const struct fact facts[] = {
     ZT_OFF(ncclNetAttr_v11_t, op, 32)
     ZT_OFF(ncclNetAttr_v11_t, algo, 36)
     ZT_OFF(ncclNetAttr_v11_t, proto, 40)
+    ZT_SIZE(ncclNetCommAttr_v12_t, 16)
+    ZT_OFF(ncclNetCommAttr_v12_t, maxConcurrentPeers, 0)
+    ZT_OFF(ncclNetCommAttr_v12_t, minConcurrentPeers, 4)
+    ZT_OFF(ncclNetCommAttr_v12_t, maxFlowsPerPeer, 8)
+    ZT_OFF(ncclNetCommAttr_v12_t, minFlowsPerPeer, 12)
+    ZT_SIZE(ncclNetAttr_v12_t, 44)
+    ZT_OFF(ncclNetAttr_v12_t, sendCommAttr, 0)
+    ZT_OFF(ncclNetAttr_v12_t, recvCommAttr, 16)
+    ZT_OFF(ncclNetAttr_v12_t, op, 32)
+    ZT_OFF(ncclNetAttr_v12_t, algo, 36)
+    ZT_OFF(ncclNetAttr_v12_t, proto, 40)
     ZT_SIZE(ncclNetDeviceHandle_v7_t, 32)
     ZT_OFF(ncclNetDeviceHandle_v7_t, netDeviceType, 0)
     ZT_OFF(ncclNetDeviceHandle_v7_t, netDeviceVersion, 4)
@@ -267,6 +327,12 @@ static const struct fact facts[] = {
     ZT_OFF(ncclNetDeviceHandle_v11_t, handle, 8)
     ZT_OFF(ncclNetDeviceHandle_v11_t, size, 16)
     ZT_OFF(ncclNetDeviceHandle_v11_t, needsProxyProgress, 24)
+    ZT_SIZE(ncclNetDeviceHandle_v12_t, 32)
+    ZT_OFF(ncclNetDeviceHandle_v12_t, netDeviceType, 0)
+    ZT_OFF(ncclNetDeviceHandle_v12_t, netDeviceVersion, 4)
+    ZT_OFF(ncclNetDeviceHandle_v12_t, handle, 8)
+    ZT_OFF(ncclNetDeviceHandle_v12_t, size, 16)
+    ZT_OFF(ncclNetDeviceHandle_v12_t, needsProxyProgress, 24)
     ZT_SIZE(ncclNetSGE_v8_t, 24)
     ZT_OFF(ncclNetSGE_v8_t, mhandle, 0)
     ZT_OFF(ncclNetSGE_v8_t, address, 8)
@@ -279,6 +345,10 @@ static const struct fact facts[] = {
     ZT_OFF(ncclNetSGE_v11_t, mhandle, 0)
     ZT_OFF(ncclNetSGE_v11_t, address, 8)
     ZT_OFF(ncclNetSGE_v11_t, size, 16)
+    ZT_SIZE(ncclNetSGE_v12_t, 24)
+    ZT_OFF(ncclNetSGE_v12_t, mhandle, 0)
+    ZT_OFF(ncclNetSGE_v12_t, address, 8)
+    ZT_OFF(ncclNetSGE_v12_t, size, 16)
     ZT_SIZE(ncclCollNet_v6_t, 120)
     ZT_OFF(ncclCollNet_v6_t, name, 0)
     ZT_OFF(ncclCollNet_v6_t, init, 8)
@@ -387,6 +457,26 @@ static const struct fact facts[] = {
     ZT_OFF(ncclCollNet_v11_t, closeListen, 128)
     ZT_OFF(ncclCollNet_v11_t, makeVDevice, 136)
     ZT_OFF(ncclCollNet_v11_t, finalize, 144)
+    ZT_SIZE(ncclCollNet_v12_t, 152)
+    ZT_OFF(ncclCollNet_v12_t, name, 0)
+    ZT_OFF(ncclCollNet_v12_t, init, 8)
+    ZT_OFF(ncclCollNet_v12_t, devices, 16)
+    ZT_OFF(ncclCollNet_v12_t, getProperties, 24)
+    ZT_OFF(ncclCollNet_v12_t, listen, 32)
+    ZT_OFF(ncclCollNet_v12_t, connect, 40)
+    ZT_OFF(ncclCollNet_v12_t, reduceSupport, 48)
+    ZT_OFF(ncclCollNet_v12_t, regMr, 56)
+    ZT_OFF(ncclCollNet_v12_t, regMrDmaBuf, 64)
+    ZT_OFF(ncclCollNet_v12_t, deregMr, 72)
+    ZT_OFF(ncclCollNet_v12_t, iallreduce, 80)
+    ZT_OFF(ncclCollNet_v12_t, iallgather, 88)
+    ZT_OFF(ncclCollNet_v12_t, ireducescatter, 96)
+    ZT_OFF(ncclCollNet_v12_t, iflush, 104)
+    ZT_OFF(ncclCollNet_v12_t, test, 112)
+    ZT_OFF(ncclCollNet_v12_t, closeColl, 120)
+    ZT_OFF(ncclCollNet_v12_t, closeListen, 128)
+    ZT_OFF(ncclCollNet_v12_t, makeVDevice, 136)
+    ZT_OFF(ncclCollNet_v12_t, finalize, 144)
 };
 /* clang-format on */
 #undef ZT_SIZE
@@ -414,7 +504,15 @@ ZT_TEST(constants)
     ZT_EQ_INT(NCCL_PTR_DMABUF, 4);
     ZT_EQ_INT(NCCL_NET_MAX_REQUESTS, 32);
     ZT_EQ_INT(NCCL_NET_MAX_REQUESTS_V6, 8);
-    ZT_EQ_INT(NCCL_NET_MAX_DEVS_PER_NIC, 4);
+    ZT_EQ_INT(NCCL_NET_MAX_DEVS_PER_NIC, 8);
+    ZT_EQ_INT(NCCL_NET_MAX_DEVS_PER_NIC_V11, 4);
+    ZT_EQ_INT(NCCL_NET_MAX_DEVS_PER_NIC_V12, 8);
+    ZT_EQ_INT(NCCL_NET_ID_UNDEF, -1);
+    ZT_EQ_INT(NCCL_NET_ATTR_UNDEF, -1);
+    ZT_EQ_INT(NCCL_NET_MR_FLAG_FORCE_SO, 1);
+    ZT_EQ_INT(NCCL_NET_MR_FLAG_SIGNAL_NEVER_RESET, 2);
+    ZT_EQ_INT(NCCL_NET_OPTIONAL_RECV_COMPLETION, 1);
+    ZT_EQ_INT(NCCL_NET_MULTI_REQUEST, 2);
     ZT_EQ_INT(NCCL_NET_TRAFFIC_CLASS_UNDEF, -1);
     ZT_EQ_INT(NCCL_NET_DEVICE_HOST, 0);
     ZT_EQ_INT(NCCL_NET_DEVICE_UNPACK, 1);
@@ -437,16 +535,24 @@ ZT_TEST(logger_values)
     ZT_EQ_INT(NCCL_PROXY, 0x400);
     ZT_EQ_INT(NCCL_BOOTSTRAP, 0x1000);
     ZT_EQ_INT(NCCL_RAS, 0x8000);
+    ZT_EQ_INT(NCCL_DESTROY, 0x10000);
+    ZT_EQ_INT(NCCL_ALLOC_HOST, 0x20000);
     ZT_EQ_INT(NCCL_ALL, -1);
     ZT_EQ_INT(sizeof(ncclDebugLogLevel), 4);
 }
 
-/* The v11 aliases are the newest version, which zinc uses internally. */
+/* The unversioned names are the newest version (v12), which zinc uses internally. */
 ZT_TEST(newest_aliases)
 {
-    ZT_EQ_INT(sizeof(ncclNet_t), sizeof(ncclNet_v11_t));
-    ZT_EQ_INT(sizeof(ncclNetProperties_t), sizeof(ncclNetProperties_v11_t));
+    ZT_EQ_INT(sizeof(ncclNet_t), sizeof(ncclNet_v12_t));
+    ZT_EQ_INT(sizeof(ncclNetProperties_t), sizeof(ncclNetProperties_v12_t));
+    ZT_EQ_INT(sizeof(ncclNetVDeviceProps_t), sizeof(ncclNetVDeviceProps_v12_t));
+    ZT_EQ_INT(sizeof(ncclCollNet_t), sizeof(ncclCollNet_v12_t));
     ZT_EQ_INT(sizeof(ncclNetCommConfig_t), sizeof(int));
+    const ncclNet_v12_t *t = (const ncclNet_t *)NULL; /* the same type, or this warns */
+    ZT_ASSERT(t == NULL);
+    ZT_EQ_INT((int)sizeof(((ncclNetProperties_t *)0)->railId), 2);
+    ZT_EQ_INT((int)sizeof(((ncclNetProperties_t *)0)->planeId), 2);
 }
 
 /* abi_cxx.cc: the header compiles as C++ too. */
@@ -454,7 +560,7 @@ int zn_net_abi_cxx_size(void);
 
 ZT_TEST(cxx_agrees)
 {
-    ZT_EQ_INT(zn_net_abi_cxx_size(), (int)sizeof(ncclNet_v11_t));
+    ZT_EQ_INT(zn_net_abi_cxx_size(), (int)sizeof(ncclNet_v12_t));
 }
 
 ZT_MAIN(ZT_CASE(layouts), ZT_CASE(constants), ZT_CASE(logger_values), ZT_CASE(newest_aliases),

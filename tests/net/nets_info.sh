@@ -44,12 +44,12 @@ expect "HCA filter named" "^  IB +built in, not used: .*ZINC_IB_HCA=mlx9" "${wit
 
 # The plugin: IB when it has a usable port, else socket; ZINC_NET forces one.
 plug=(NCCL_NET_PLUGIN=zinc LD_LIBRARY_PATH=$plugindir)
-expect "plugin exports IB" "^  IB +plugin, ncclNetPlugin_v11, 1 device" "${plug[@]}" "${withemu[@]}"
-expect "plugin exports socket (port down)" "^  Socket +plugin, ncclNetPlugin_v11" "${plug[@]}" \
+expect "plugin exports IB" "^  IB +plugin, ncclNetPlugin_v12, 1 device" "${plug[@]}" "${withemu[@]}"
+expect "plugin exports socket (port down)" "^  Socket +plugin, ncclNetPlugin_v12" "${plug[@]}" \
     "${down[@]}"
-expect "plugin exports socket (no emulation)" "^  Socket +plugin, ncclNetPlugin_v11" \
+expect "plugin exports socket (no emulation)" "^  Socket +plugin, ncclNetPlugin_v12" \
     "${plug[@]}" "${noemu[@]}"
-expect "plugin exports socket (ZINC_NET=Socket)" "^  Socket +plugin, ncclNetPlugin_v11" \
+expect "plugin exports socket (ZINC_NET=Socket)" "^  Socket +plugin, ncclNetPlugin_v12" \
     "${plug[@]}" "${withemu[@]}" ZINC_NET=Socket
 expect "plugin's v8 table named IB" "^  IB +plugin, ncclNetPlugin_v8" "${plug[@]}" \
     "${withemu[@]}" ZINC_NET_PLUGIN_VERSION=8

@@ -8,14 +8,17 @@
  * it has a usable port, else the socket net. The tables' `name` is the chosen net's name
  * ("IB" or "Socket"), which is what NCCL matches NCCL_NET against and prints ("Initialized
  * NET plugin IB"). The choice is made at load time rather than at init because NCCL's own
- * adapters for v6..v10 tables copy `name` when they load the plugin; NCCL 2.28's v11 loader
- * reads it after init. A forced IB without a usable port fails init with the reason, so that
- * the loader falls back to its other nets.
+ * adapters for v6..v11 tables copy `name` when they load the plugin; NCCL 2.30 uses a v12
+ * table as it is and reads it later. A forced IB without a usable port fails init with the
+ * reason, so that the loader falls back to its other nets.
  *
  * Only the ncclNetPlugin_vN tables are exported (a version script hides everything else, the
  * NCCL API included, so that loading this into real NCCL cannot shadow NCCL's own symbols).
- * v11 is the chosen net's own table behind thin forwarders; v6..v10 are down-adapters, which
- * keep one context for the process because those versions have none.
+ * v12 is the chosen net's own table behind thin forwarders; v11 keeps the contexts and converts
+ * the properties and vProps (v12 moved them); v6..v10 are down-adapters, which keep one context
+ * for the process because those versions have none. The rail and plane ids of v12 are the
+ * net's own (NCCL_NET_ID_UNDEF unless ZINC_IB_HCA names them for an IB port); older tables
+ * cannot carry them.
  *
  * This file is not part of libnccl.so (CMakeLists.txt builds it into the plugin only).
  */
@@ -57,10 +60,42 @@ static ncclResult_t export_init(ncclDebugLogger_t log)
     return export_init_v10(log, NULL);
 }
 
-static ncclResult_t export_props_v9(int dev, ncclNetProperties_v9_t *out)
+/* The chosen net's properties as v11 has them: the same members, before v12 moved everything
+ * after vProps and added the rail and plane. Every older version's are a subset. */
+static ncclResult_t props_v11(int dev, ncclNetProperties_v11_t *out)
 {
     ncclNetProperties_t p;
     ZN_CHECK(net->getProperties(dev, &p));
+    if (p.vProps.ndevs < 0 || p.vProps.ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V11)
+        return zn_error(ncclInternalError, ZN_NET,
+                        "zinc net plugin: device %d merges %d NICs; tables before v12 hold %d", dev,
+                        p.vProps.ndevs, NCCL_NET_MAX_DEVS_PER_NIC_V11);
+    *out = (ncclNetProperties_v11_t){
+        .name = p.name,
+        .pciPath = p.pciPath,
+        .guid = p.guid,
+        .ptrSupport = p.ptrSupport,
+        .regIsGlobal = p.regIsGlobal,
+        .forceFlush = p.forceFlush,
+        .speed = p.speed,
+        .port = p.port,
+        .latency = p.latency,
+        .maxComms = p.maxComms,
+        .maxRecvs = p.maxRecvs,
+        .netDeviceType = p.netDeviceType,
+        .netDeviceVersion = p.netDeviceVersion,
+        .vProps = { .ndevs = p.vProps.ndevs },
+        .maxP2pBytes = p.maxP2pBytes,
+        .maxCollBytes = p.maxCollBytes,
+        .maxMultiRequestSize = p.maxMultiRequestSize,
+    };
+    memcpy(out->vProps.devs, p.vProps.devs, sizeof(out->vProps.devs));
+    return ncclSuccess;
+}
+static ncclResult_t export_props_v9(int dev, ncclNetProperties_v9_t *out)
+{
+    ncclNetProperties_v11_t p;
+    ZN_CHECK(props_v11(dev, &p));
     memcpy(out, &p, sizeof(*out)); /* v9/v10 are v11 without maxMultiRequestSize */
     return ncclSuccess;
 }
@@ -143,9 +178,15 @@ static ncclResult_t export_irecv_int(void *comm, int n, void **data, int *sizes,
     for (int i = 0; i < n; i++) s[i] = (size_t)(sizes[i] < 0 ? 0 : sizes[i]);
     return net->irecv(comm, n, data, s, tags, mh, NULL, req);
 }
+/* v9..v11 callers pass the 4-device vProps; zinc's nets take v12's. */
 static ncclResult_t export_make_vdevice(int *d, ncclNetVDeviceProps_v9_t *props)
 {
-    return net->makeVDevice(d, props);
+    if (props->ndevs < 0 || props->ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V11)
+        return zn_error(ncclInvalidArgument, ZN_NET, "zinc net plugin: makeVDevice of %d devices",
+                        props->ndevs);
+    ncclNetVDeviceProps_t v = { .ndevs = props->ndevs };
+    memcpy(v.devs, props->devs, (size_t)props->ndevs * sizeof(v.devs[0]));
+    return net->makeVDevice(d, &v);
 }
 
 static ncclResult_t export_dmabuf(void *c, void *d, size_t s, int t, uint64_t o, int fd, void **mh)
@@ -207,31 +248,35 @@ static ncclResult_t export_devices(int *ndev)
     return net->devices(ndev);
 }
 
-/* v11: per-communicator contexts, as the socket net has them. */
-static ncclResult_t e11_init(void **ctx, uint64_t id, ncclNetCommConfig_v11_t *cfg,
+/* v11 and v12: per-communicator contexts, as zinc's nets have them. */
+static ncclResult_t e12_init(void **ctx, uint64_t id, ncclNetCommConfig_v12_t *cfg,
                              ncclDebugLogger_t log, ncclProfilerCallback_t prof)
 {
     ZN_CHECK(check_usable());
     return net->init(ctx, id, cfg, log, prof);
 }
-static ncclResult_t e11_props(int dev, ncclNetProperties_v11_t *p)
+static ncclResult_t e12_props(int dev, ncclNetProperties_v12_t *p)
 {
     return net->getProperties(dev, p);
 }
-static ncclResult_t e11_listen(void *ctx, int dev, void *h, void **l)
+static ncclResult_t e12_listen(void *ctx, int dev, void *h, void **l)
 {
     return net->listen(ctx, dev, h, l);
 }
-static ncclResult_t e11_connect(void *ctx, int dev, void *h, void **s,
-                                ncclNetDeviceHandle_v11_t **dc)
+static ncclResult_t e12_connect(void *ctx, int dev, void *h, void **s,
+                                ncclNetDeviceHandle_v12_t **dc)
 {
     return net->connect(ctx, dev, h, s, dc);
 }
-static ncclResult_t e11_finalize(void *ctx)
+static ncclResult_t e12_make_vdevice(int *d, ncclNetVDeviceProps_v12_t *props)
+{
+    return net->makeVDevice(d, props);
+}
+static ncclResult_t e12_finalize(void *ctx)
 {
     return net->finalize(ctx);
 }
-static ncclResult_t e11_set_attr(void *ctx, ncclNetAttr_v11_t *a)
+static ncclResult_t e12_set_attr(void *ctx, ncclNetAttr_v12_t *a)
 {
     return net->setNetAttr(ctx, a);
 }
@@ -243,12 +288,29 @@ static ncclResult_t e11_set_attr(void *ctx, ncclNetAttr_v11_t *a)
     .test = export_test, .closeSend = export_close_send, .closeRecv = export_close_recv, \
     .closeListen = export_close_listen
 
+ZN_EXPORT ncclNet_v12_t ncclNetPlugin_v12 = {
+    ZN_SAME_SLOTS,
+    .init = e12_init,
+    .getProperties = e12_props,
+    .listen = e12_listen,
+    .connect = e12_connect,
+    .accept = export_accept,
+    .regMr = export_reg_mr,
+    .isend = export_isend,
+    .irecv = export_irecv,
+    .getDeviceMr = export_get_device_mr,
+    .irecvConsumed = export_irecv_consumed,
+    .makeVDevice = e12_make_vdevice,
+    .finalize = e12_finalize,
+    .setNetAttr = e12_set_attr,
+};
+
 ZN_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
     ZN_SAME_SLOTS,
-    .init = e11_init,
-    .getProperties = e11_props,
-    .listen = e11_listen,
-    .connect = e11_connect,
+    .init = e12_init,
+    .getProperties = props_v11,
+    .listen = e12_listen,
+    .connect = e12_connect,
     .accept = export_accept,
     .regMr = export_reg_mr,
     .isend = export_isend,
@@ -256,8 +318,8 @@ ZN_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
     .getDeviceMr = export_get_device_mr,
     .irecvConsumed = export_irecv_consumed,
     .makeVDevice = export_make_vdevice,
-    .finalize = e11_finalize,
-    .setNetAttr = e11_set_attr,
+    .finalize = e12_finalize,
+    .setNetAttr = e12_set_attr,
 };
 
 ZN_EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
@@ -349,8 +411,9 @@ __attribute__((constructor)) static void choose_net(void)
     (void)want;
     ib_why = "not built: rdma-core's headers were missing when this library was built";
 #endif
-    ncclNetPlugin_v11.name = ncclNetPlugin_v10.name = ncclNetPlugin_v9.name = net->name;
-    ncclNetPlugin_v8.name = ncclNetPlugin_v7.name = ncclNetPlugin_v6.name = net->name;
+    ncclNetPlugin_v12.name = ncclNetPlugin_v11.name = ncclNetPlugin_v10.name = net->name;
+    ncclNetPlugin_v9.name = ncclNetPlugin_v8.name = ncclNetPlugin_v7.name = net->name;
+    ncclNetPlugin_v6.name = net->name;
     if (net == &zn_net_socket)
         zn_info(ZN_NET | ZN_INIT, "zinc net plugin: exporting net Socket; IB not used: %s", ib_why);
     else
