@@ -318,13 +318,16 @@ ncclResult_t pncclCommDeregister(const ncclComm_t comm, void *handle);
 /* ncclCommSuspend flags. */
 #define NCCL_SUSPEND_MEM 0x01 /* give the communicator's rebuildable GPU memory back */
 
-/* Stop using the communicator and, with NCCL_SUSPEND_MEM, free the GPU memory it can rebuild
- * (FIFOs, LL and staging buffers, peer mappings). Every call but ncclCommResume,
- * ncclCommMemStats, the queries and destroy/abort fails until ncclCommResume. */
+/* Collective. With NCCL_SUSPEND_MEM, free the GPU memory the communicator can rebuild (FIFOs,
+ * LL and staging buffers, the peers' mappings of them). Until ncclCommResume, collectives,
+ * send/recv, one-sided operations, window registration and device-communicator creation fail
+ * with ncclInvalidUsage; queries, buffer registration and deregistration, split, shrink,
+ * finalize, destroy and abort work. */
 ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
 ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);
 
-/* Rebuild what ncclCommSuspend freed; the communicator is usable again. */
+/* Collective: rebuild what ncclCommSuspend freed, at the same addresses (CUDA graphs captured
+ * before stay valid); the communicator is usable again. */
 ncclResult_t ncclCommResume(ncclComm_t comm);
 ncclResult_t pncclCommResume(ncclComm_t comm);
 

@@ -162,6 +162,16 @@ void zn_devwin_destroy(struct zn_devwin *w, int unmap)
     free(w);
 }
 
+size_t zn_devwins_gpu_bytes(const struct ncclComm *comm)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&devwin_lock);
+    for (const struct zn_devwin *w = devwins; w; w = w->next)
+        if (w->comm == comm) n += zn_cuda_alloc_bytes(w->dev);
+    pthread_mutex_unlock(&devwin_lock);
+    return n;
+}
+
 struct zn_devwin *zn_devwin_find(const void *win)
 {
     if (!win) return NULL;

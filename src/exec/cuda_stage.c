@@ -160,6 +160,23 @@ void zn_stage_destroy(struct zn_stage *st)
     free(st);
 }
 
+void zn_stage_trim(struct zn_stage *st)
+{
+    if (!st) return;
+    for (int i = 0; i < st->nretired; i++) zn_cuda_host_free(st->retired[i]);
+    free(st->retired);
+    st->retired = NULL;
+    st->nretired = 0;
+    zn_cuda_host_free(st->pool);
+    st->pool = NULL;
+    st->pool_size = 0; /* the next operation allocates one of its size */
+}
+
+size_t zn_stage_gpu_bytes(const struct zn_stage *st)
+{
+    return st ? zn_cuda_alloc_bytes(zn_staging_client_seq_dev(st->proxy)) : 0;
+}
+
 /* --- enqueueing ------------------------------------------------------------------------- */
 
 /* Bytes this rank copies to the host before, and back after, the host operation: what it
@@ -338,5 +355,12 @@ const char *zn_stage_failure(const struct zn_stage *st)
 }
 
 void zn_stage_destroy(struct zn_stage *st) {}
+
+void zn_stage_trim(struct zn_stage *st) {}
+
+size_t zn_stage_gpu_bytes(const struct zn_stage *st)
+{
+    return 0;
+}
 
 #endif

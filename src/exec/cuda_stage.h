@@ -23,5 +23,10 @@ ncclResult_t zn_stage_launch(struct zn_stage *st, struct zn_cuda_order *ord,
 const char *zn_stage_failure(const struct zn_stage *st);
 /* Stop the proxy (after the device is idle) and free everything. */
 void zn_stage_destroy(struct zn_stage *st);
+/* Free the pinned staging of past operations (ncclCommSuspend; the device is idle): the next
+ * operation allocates again. Captured operations keep theirs (their graphs replay it). */
+void zn_stage_trim(struct zn_stage *st);
+/* Device memory the staged path holds (its counter), for ncclCommMemStats. NULL: 0. */
+size_t zn_stage_gpu_bytes(const struct zn_stage *st);
 
 #endif

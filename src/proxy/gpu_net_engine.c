@@ -729,6 +729,15 @@ static void drain(struct zn_gpunet *g)
     }
 }
 
+size_t zn_gpunet_gpu_bytes(const struct zn_gpunet *g)
+{
+    if (!g || g->cfg.gdr_alloc) return 0;
+    size_t row = zn_dev_net_row_bytes(g->cfg.nch, g->cfg.slot_bytes), n = 0;
+    for (int i = 0; i < g->npeers; i++)
+        n += (g->peers[i].tx_mem ? row : 0) + (g->peers[i].rx_mem ? row : 0);
+    return n;
+}
+
 void zn_gpunet_destroy(struct zn_gpunet *g)
 {
     if (!g) return;

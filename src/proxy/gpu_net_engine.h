@@ -117,6 +117,11 @@ const char *zn_gpunet_failure(const struct zn_gpunet *g);
  * ZN_DEV_PEER_GONE), or NULL. */
 const char *zn_gpunet_gone(const struct zn_gpunet *g);
 
+/* Device memory the engine holds (rows moved by GPUDirect RDMA; 0 when gdr_alloc is the
+ * config's), for ncclCommMemStats. They stay while the communicator is suspended: the net has
+ * them registered and the peers' connections on other hosts write into them. NULL: 0. */
+size_t zn_gpunet_gpu_bytes(const struct zn_gpunet *g);
+
 /* Detach from the progress thread and free everything; the device must be idle. NULL is
  * ignored. */
 void zn_gpunet_destroy(struct zn_gpunet *g);

@@ -262,7 +262,141 @@ void zn_p2p_destroy(struct zn_p2p *p)
         zn_cumem_free(&p->local);
     else
         zn_cuda_free(p->peer[p->rank]);
+    free(p->saved);
     free(p);
+}
+
+size_t zn_p2p_own_bytes(const struct zn_p2p *p, int *releasable)
+{
+    *releasable = p->local_kind == 0;
+    return p->local_kind == 0 ? p->local.size : p->bytes;
+}
+
+/* --- Suspension ---------------------------------------------------------------------------
+ * Only cuMem memory is released: its address ranges stay reserved, so the pointers the
+ * executor and captured graphs hold need no update. An importer's mapping keeps the owner's
+ * memory alive, so the owner's release returns nothing until every peer has unmapped its
+ * import too: every rank unmaps its imports and releases its own arena, and the final barrier
+ * of zn_p2p_suspend is the point from which the memory is free on every GPU. */
+
+/* Every rank's verdict on a step: this rank's failure, or the first other rank's. */
+static ncclResult_t agree(const struct zn_tctx *ctx, ncclResult_t mine, const char *what)
+{
+    int32_t *all = calloc((size_t)ctx->nranks, sizeof(*all));
+    if (!all) return zn_error(ncclSystemError, ZN_P2P, "out of memory");
+    all[ctx->rank] = (int32_t)mine;
+    ncclResult_t res = zn_boot_allgather(ctx->boot, all, sizeof(*all));
+    if (mine != ncclSuccess) res = mine; /* logged where it happened */
+    for (int r = 0; res == ncclSuccess && r < ctx->nranks; r++)
+        if (all[r] != ncclSuccess)
+            res = zn_error(ncclRemoteError, ZN_P2P, "p2p: rank %d could not %s (see its log)", r,
+                           what);
+    free(all);
+    return res;
+}
+
+/* Unmap the peers' cuMem arenas and release the own one (what is not released already). */
+static void release_all(struct zn_p2p *p)
+{
+    for (int r = 0; r < p->nranks; r++)
+        if (p->peer_kind[r] == 1 && zn_cumem_release(&p->imported[r]) != ncclSuccess)
+            zn_warn(ZN_P2P, "p2p: rank %d could not unmap rank %d's arena: %s", p->rank, r,
+                    zn_last_error());
+    if (p->local_kind == 0 && zn_cumem_release(&p->local) != ncclSuccess)
+        zn_warn(ZN_P2P, "p2p: rank %d could not release its arena: %s", p->rank, zn_last_error());
+}
+
+ncclResult_t zn_p2p_suspend(const struct zn_tctx *ctx, struct zn_p2p *p, size_t keep)
+{
+    if (p->suspended)
+        return zn_error(ncclInternalError, ZN_P2P, "p2p: rank %d's arena is suspended already",
+                        p->rank);
+    int cur = zn_cuda_enter(p->dev);
+    ncclResult_t mine = cur < 0 ? zn_cuda_set_device(p->dev) : ncclSuccess;
+    if (mine == ncclSuccess && p->local_kind == 0 && keep > 0) {
+        if (keep > p->bytes) keep = p->bytes;
+        p->saved = malloc(keep);
+        mine = p->saved ? zn_cuda_memcpy_sync(p->saved, p->local.ptr, keep)
+                        : zn_error(ncclSystemError, ZN_P2P, "out of memory");
+        p->saved_bytes = keep;
+    }
+    ncclResult_t res = agree(ctx, mine, "save its arena's control words");
+    if (res == ncclSuccess) {
+        release_all(p);
+        p->suspended = 1;
+        res = zn_boot_barrier(ctx->boot);
+    } else {
+        free(p->saved);
+        p->saved = NULL;
+    }
+    zn_cuda_leave(p->dev, cur);
+    return res;
+}
+
+/* The own arena back: new memory at the same address, zeroed, its saved words restored. */
+static ncclResult_t rebuild_own(struct zn_p2p *p)
+{
+    ZN_CHECK(zn_cumem_recreate(&p->local));
+    ZN_CHECK(zn_cuda_memset(p->local.ptr, 0, p->local.size));
+    if (p->saved) ZN_CHECK(zn_cuda_memcpy_sync(p->local.ptr, p->saved, p->saved_bytes));
+    return ncclSuccess;
+}
+
+/* The peers' cuMem arenas mapped again where they were, from fds their services hand out. */
+static ncclResult_t remap_peers(const struct zn_tctx *ctx, struct zn_p2p *p)
+{
+    int64_t deadline = zn_now_ns() + zn_timeout_ns();
+    for (int k = 1; k < p->nranks; k++) {
+        int r = (p->rank + k) % p->nranks;
+        if (p->peer_kind[r] != 1 || !p->imported[r].released) continue;
+        int fd = -1, rc = fetch_fd(ctx, r, deadline, &fd);
+        if (rc) {
+            char who[128];
+            zn_peer_str(ctx, r, who, sizeof(who));
+            return zn_error(ncclRemoteError, ZN_P2P,
+                            "p2p: could not get the GPU memory handle of %s again: %s", who,
+                            strerror(-rc));
+        }
+        ncclResult_t res = zn_cumem_reimport_fd(fd, &p->imported[r]);
+        close(fd);
+        ZN_CHECK(res);
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t zn_p2p_resume(const struct zn_tctx *ctx, struct zn_p2p *p)
+{
+    if (!p->suspended)
+        return zn_error(ncclInternalError, ZN_P2P, "p2p: rank %d's arena is not suspended",
+                        p->rank);
+    /* The runtime's copies and memsets run on the current device, which must be the arena's
+     * (the memory is accessible from it alone). */
+    int cur = zn_cuda_enter(p->dev);
+    ncclResult_t mine = cur < 0 ? zn_cuda_set_device(p->dev) : ncclSuccess;
+    int serving = 0;
+    if (mine == ncclSuccess && p->local_kind == 0) {
+        mine = rebuild_own(p);
+        /* The peers map it again through an fd from our process service, as at creation. */
+        if (mine == ncclSuccess)
+            mine = ctx->svc->serve(ctx->svc->ctx, ZN_SVC_ARENA_FD, ctx->comm_hash, ctx->rank,
+                                   arena_fd_handler, p);
+        serving = mine == ncclSuccess;
+    }
+    ncclResult_t res = agree(ctx, mine, "rebuild its GPU arena");
+    if (res == ncclSuccess)
+        res = agree(ctx, remap_peers(ctx, p), "map its peers' GPU arenas again");
+    /* Past the last agreement every peer has mapped what it wanted. */
+    if (serving) ctx->svc->unserve(ctx->svc->ctx, ZN_SVC_ARENA_FD, ctx->comm_hash, ctx->rank);
+    if (res != ncclSuccess) {
+        release_all(p); /* every rank does: all stay suspended, resume can be retried */
+    } else {
+        free(p->saved);
+        p->saved = NULL;
+        p->saved_bytes = 0;
+        p->suspended = 0;
+    }
+    zn_cuda_leave(p->dev, cur);
+    return res;
 }
 
 /* --- Registered buffers ------------------------------------------------------------------

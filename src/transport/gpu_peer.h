@@ -32,6 +32,9 @@ struct zn_p2p {
     struct zn_cumem local;
     int peer_kind[ZN_P2P_MAX_COMM]; /* 0: own / same process, 1: cuMem import, 2: IPC */
     struct zn_cumem imported[ZN_P2P_MAX_COMM];
+    int suspended; /* zn_p2p_suspend: the cuMem memory is released (ranges kept) */
+    void *saved;   /* meanwhile, the first saved_bytes of the own arena */
+    size_t saved_bytes;
 };
 
 /* Which GPUs of the communicator can map each other's memory, as this process sees them:
@@ -56,6 +59,26 @@ int zn_p2p_find_ring(const uint8_t *reach, int n, int *order);
 ncclResult_t zn_p2p_create(const struct zn_tctx *ctx, int dev, size_t bytes, const uint8_t *want,
                            struct zn_p2p **out);
 void zn_p2p_destroy(struct zn_p2p *p);
+
+/* Device memory of this rank's own arena: the allocation's size (cuMem rounds it up to the
+ * granularity); *releasable says whether zn_p2p_suspend gives it back (cuMem memory, whose
+ * address range can stay reserved; a cudaMalloc arena cannot come back at the same address). */
+size_t zn_p2p_own_bytes(const struct zn_p2p *p, int *releasable);
+
+/* Suspension (ncclCommSuspend / ncclCommResume), collective over ctx's ranks, every one with
+ * an arena. zn_p2p_suspend: the caller has made sure that no kernel of any rank uses the
+ * arenas (each rank synchronised its device, then all met); the first keep bytes of the own
+ * arena (its control words) are copied to host memory, then every rank unmaps the cuMem arenas
+ * of its peers and releases its own, keeping the address ranges reserved; the memory is back
+ * in the driver's hands when every rank has returned (the final barrier). If the copy fails on
+ * some rank, nothing is released anywhere and every rank returns an error.
+ * zn_p2p_resume: new memory at the same addresses, the own arena zeroed but for the kept
+ * bytes, the peers' arenas mapped again (fds from their process services, as at creation);
+ * every pointer handed out before (kernel arguments, captured graphs) is valid again. If it
+ * fails on some rank, every rank releases again and returns an error, so that resume can be
+ * retried. Arenas of cudaMalloc memory (the CUDA IPC fallback) stay mapped throughout. */
+ncclResult_t zn_p2p_suspend(const struct zn_tctx *ctx, struct zn_p2p *p, size_t keep);
+ncclResult_t zn_p2p_resume(const struct zn_tctx *ctx, struct zn_p2p *p);
 
 /* Registered buffers: every rank has handlers on its process service (zn_tctx.svc) that map
  * the buffers its peers register, for the life of the communicator. zn_p2p_reg_share sends fd (a

@@ -231,6 +231,23 @@ ncclResult_t zn_cuda_memcpy_htod(void *dst, const void *src, size_t size)
     return rt_check(cudaMemcpy(dst, src, size, cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
+ncclResult_t zn_cuda_memcpy_sync(void *dst, const void *src, size_t size)
+{
+    cudaStream_t s;
+    ZN_CHECK(rt_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+    cudaError_t e = cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    return rt_check(e, "cudaMemcpy");
+}
+
+int zn_cuda_mem_info(size_t *free_bytes, size_t *total_bytes)
+{
+    if (cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess) return 0;
+    cudaGetLastError();
+    return -1;
+}
+
 ncclResult_t zn_cuda_stream_create(void **stream)
 {
     cudaStream_t s;
@@ -439,11 +456,83 @@ void zn_cumem_free(struct zn_cumem *m)
     if (!m->ptr) return;
     int cur = zn_cuda_enter(m->dev);
     CUdeviceptr va = (CUdeviceptr)(uintptr_t)m->ptr;
-    drv.memUnmap(va, m->size);
+    if (!m->released) drv.memUnmap(va, m->size);
     drv.memAddressFree(va, m->size);
-    drv.memRelease((CUmemGenericAllocationHandle)m->handle);
+    if (!m->released) drv.memRelease((CUmemGenericAllocationHandle)m->handle);
     zn_cuda_leave(m->dev, cur);
     m->ptr = NULL;
+}
+
+ncclResult_t zn_cumem_release(struct zn_cumem *m)
+{
+    if (!m->ptr || m->released) return ncclSuccess;
+    int cur = zn_cuda_enter(m->dev);
+    ncclResult_t r = drv_check(drv.memUnmap((CUdeviceptr)(uintptr_t)m->ptr, m->size), "cuMemUnmap");
+    /* Unmapped, the range holds nothing of the handle any more: drop the handle even if that
+     * fails (it cannot be mapped again through this range). */
+    if (r == ncclSuccess) {
+        ncclResult_t rr =
+            drv_check(drv.memRelease((CUmemGenericAllocationHandle)m->handle), "cuMemRelease");
+        m->handle = 0;
+        m->released = 1;
+        r = rr;
+    }
+    zn_cuda_leave(m->dev, cur);
+    return r;
+}
+
+/* Map h at m's reserved range, read-write for m->dev. */
+static ncclResult_t map_at(struct zn_cumem *m, CUmemGenericAllocationHandle h)
+{
+    CUdeviceptr va = (CUdeviceptr)(uintptr_t)m->ptr;
+    ZN_CHECK(drv_check(drv.memMap(va, m->size, 0, h, 0), "cuMemMap"));
+    CUmemAccessDesc acc = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = m->dev },
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    ncclResult_t r = drv_check(drv.memSetAccess(va, m->size, &acc, 1), "cuMemSetAccess");
+    if (r != ncclSuccess) drv.memUnmap(va, m->size);
+    return r;
+}
+
+ncclResult_t zn_cumem_recreate(struct zn_cumem *m)
+{
+    if (!m->released) return ncclSuccess;
+    if (m->imported)
+        return zn_error(ncclInternalError, ZN_ALLOC,
+                        "cuMem: a peer's allocation at %p is remapped from its fd, not recreated",
+                        m->ptr);
+    int cur = zn_cuda_enter(m->dev);
+    CUmemAllocationProp prop;
+    prop_for(m->dev, &prop);
+    CUmemGenericAllocationHandle h;
+    ncclResult_t r = drv_check(drv.memCreate(&h, m->size, &prop, 0), "cuMemCreate");
+    if (r == ncclSuccess) {
+        r = map_at(m, h);
+        if (r != ncclSuccess) drv.memRelease(h);
+    }
+    zn_cuda_leave(m->dev, cur);
+    if (r != ncclSuccess) return r;
+    m->handle = (uint64_t)h;
+    m->released = 0;
+    return ncclSuccess;
+}
+
+ncclResult_t zn_cumem_reimport_fd(int fd, struct zn_cumem *m)
+{
+    if (!m->released) return ncclSuccess;
+    int cur = zn_cuda_enter(m->dev);
+    CUmemGenericAllocationHandle h;
+    ncclResult_t r = drv_check(
+        drv.memImport(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+        "cuMemImportFromShareableHandle");
+    if (r == ncclSuccess) {
+        r = map_at(m, h);
+        if (r != ncclSuccess) drv.memRelease(h);
+    }
+    zn_cuda_leave(m->dev, cur);
+    if (r != ncclSuccess) return r;
+    m->handle = (uint64_t)h;
+    m->released = 0;
+    return ncclSuccess;
 }
 
 int zn_cumem_find(const void *ptr, struct zn_cumem *m)
@@ -488,6 +577,14 @@ int zn_cuda_mem_range(const void *ptr, void **base, size_t *size)
     *base = (void *)(uintptr_t)b;
     *size = n;
     return 0;
+}
+
+size_t zn_cuda_alloc_bytes(const void *ptr)
+{
+    void *base;
+    size_t size = 0;
+    if (!ptr || zn_cuda_mem_range(ptr, &base, &size) != 0) return 0;
+    return size;
 }
 
 int zn_cuda_dmabuf_fd(void *ptr, size_t size, int *fd)
@@ -673,6 +770,14 @@ ncclResult_t zn_cuda_memcpy_htod(void *dst, const void *src, size_t size)
 {
     return absent("cudaMemcpy");
 }
+ncclResult_t zn_cuda_memcpy_sync(void *dst, const void *src, size_t size)
+{
+    return absent("cudaMemcpy");
+}
+int zn_cuda_mem_info(size_t *free_bytes, size_t *total_bytes)
+{
+    return -1;
+}
 ncclResult_t zn_cuda_stream_create(void **stream)
 {
     return absent("cudaStreamCreate");
@@ -716,6 +821,18 @@ ncclResult_t zn_cumem_import_fd(int fd, size_t size, int dev, struct zn_cumem *o
     return absent("cuMem import");
 }
 void zn_cumem_free(struct zn_cumem *m) {}
+ncclResult_t zn_cumem_release(struct zn_cumem *m)
+{
+    return absent("cuMemRelease");
+}
+ncclResult_t zn_cumem_recreate(struct zn_cumem *m)
+{
+    return absent("cuMemCreate");
+}
+ncclResult_t zn_cumem_reimport_fd(int fd, struct zn_cumem *m)
+{
+    return absent("cuMem import");
+}
 int zn_cumem_lookup(void *ptr, struct zn_cumem *m)
 {
     return -1;
@@ -736,6 +853,10 @@ void zn_cuda_ipc_close(void *ptr) {}
 int zn_cuda_mem_range(const void *ptr, void **base, size_t *size)
 {
     return -1;
+}
+size_t zn_cuda_alloc_bytes(const void *ptr)
+{
+    return 0;
 }
 int zn_cuda_pointer_device(const void *ptr)
 {

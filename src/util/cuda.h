@@ -41,6 +41,11 @@ ncclResult_t zn_cuda_malloc(void **ptr, size_t size, const char *what);
 void zn_cuda_free(void *ptr);
 ncclResult_t zn_cuda_memset(void *ptr, int v, size_t size);
 ncclResult_t zn_cuda_memcpy_htod(void *dst, const void *src, size_t size);
+/* A copy in any direction that is complete when it returns (a stream of its own: it waits for
+ * nothing of the user's). Setup and teardown only. */
+ncclResult_t zn_cuda_memcpy_sync(void *dst, const void *src, size_t size);
+/* The current device's free and total memory (cudaMemGetInfo); -1 where unknown. */
+int zn_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
 /* Pinned host memory mapped into the device address space (flags, error words). */
 ncclResult_t zn_cuda_host_alloc(void **host, void **dev, size_t size);
 void zn_cuda_host_free(void *host);
@@ -53,6 +58,7 @@ struct zn_cumem {
     uint64_t handle; /* CUmemGenericAllocationHandle */
     int dev;
     int imported;
+    int released; /* zn_cumem_release: the address range is reserved, no memory is mapped */
 };
 ncclResult_t zn_cumem_alloc(int dev, size_t size, struct zn_cumem *out);
 /* Grant read-write access to m to every other GPU of this process that can reach its device
@@ -64,6 +70,16 @@ ncclResult_t zn_cumem_export_fd(const struct zn_cumem *m, int *fd);
 /* Map a peer's allocation (its fd) into this process, readable and writable by dev. */
 ncclResult_t zn_cumem_import_fd(int fd, size_t size, int dev, struct zn_cumem *out);
 void zn_cumem_free(struct zn_cumem *m);
+/* Suspension (ncclCommSuspend): zn_cumem_release unmaps the memory and drops this process's
+ * handle on it, but keeps the address range reserved, so that every pointer into it (kernel
+ * arguments, captured graphs) is valid again once memory is mapped there anew: by
+ * zn_cumem_recreate (an allocation of our own: new memory of the same size, its content
+ * undefined) or zn_cumem_reimport_fd (a peer's, from its fd). The physical memory returns to the
+ * driver once no process maps it and no handle or fd of it is open. zn_cumem_free frees a
+ * released allocation too. */
+ncclResult_t zn_cumem_release(struct zn_cumem *m);
+ncclResult_t zn_cumem_recreate(struct zn_cumem *m);
+ncclResult_t zn_cumem_reimport_fd(int fd, struct zn_cumem *m);
 /* The cuMem allocation behind ptr (ncclMemFree). Returns 0 and *m, or -1 if ptr is not the
  * start of a cuMem allocation. */
 int zn_cumem_lookup(void *ptr, struct zn_cumem *m);
@@ -74,6 +90,8 @@ int zn_cumem_find(const void *ptr, struct zn_cumem *m);
 /* The device allocation (cudaMalloc or cuMem) that contains ptr: its start and size. Returns
  * -1 for memory that is not device memory of this process. */
 int zn_cuda_mem_range(const void *ptr, void **base, size_t *size);
+/* The size of that allocation (zn_cuda_mem_range); 0 for NULL and for other memory. */
+size_t zn_cuda_alloc_bytes(const void *ptr);
 /* The ordinal of the GPU whose memory ptr is, whatever device is current; -1 for memory that is
  * not device memory. */
 int zn_cuda_pointer_device(const void *ptr);
