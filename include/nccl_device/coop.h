@@ -1,5 +1,5 @@
 /*
- * nccl_device/coop.h -- cooperative groups of NCCL 2.28's device API, as zinc implements them.
+ * nccl_device/coop.h -- cooperative groups of NCCL 2.30's device API, as zinc implements them.
  *
  * A "coop" names the threads that call a device-API function together: one thread, an aligned
  * power-of-two tile of a warp, any set of lanes of one warp, a span of whole warps, or the
@@ -8,6 +8,10 @@
 #ifndef ZINC_NCCL_DEVICE_COOP_H_
 #define ZINC_NCCL_DEVICE_COOP_H_
 #include "utility.h"
+
+#if __CUDACC__
+#include <new>
+#endif
 
 #if __CUDACC__
 /* nThreads consecutive lanes, starting at a multiple of nThreads. */
@@ -180,6 +184,95 @@ NCCL_DEVICE_INLINE ncclCoopLanes ncclCoopCoalesced(ncclCoopLanes coop)
 template <int n> NCCL_DEVICE_INLINE ncclCoopTile<n> ncclCoopCoalesced(ncclCoopTile<n> coop)
 {
     return coop;
+}
+
+/* Any coop behind one type, for the C-callable functions (ncclGinPut ...): the coop's value
+ * in 16 bytes and a table of its three operations. */
+struct ncclCoopAny {
+    struct Storage {
+        alignas(alignof(void *)) char space[16];
+    };
+    struct VTable {
+        int (*thread_rank)(void const *);
+        int (*size)(void const *);
+        void (*sync)(void *);
+    };
+
+    template <typename Impl> __device__ static int thread_rank_of(void const *o)
+    {
+        return static_cast<Impl const *>(o)->thread_rank();
+    }
+    template <typename Impl> __device__ static int size_of(void const *o)
+    {
+        return static_cast<Impl const *>(o)->size();
+    }
+    template <typename Impl> __device__ static void sync_of(void *o)
+    {
+        static_cast<Impl *>(o)->sync();
+    }
+    template <typename Impl> __device__ static VTable const *vtable_of()
+    {
+        static_assert(sizeof(Impl) <= sizeof(Storage), "a coop of at most 16 bytes");
+        static_assert(alignof(Impl) <= alignof(Storage), "a coop aligned like a pointer");
+        static constexpr VTable v = { &thread_rank_of<Impl>, &size_of<Impl>, &sync_of<Impl> };
+        return &v;
+    }
+
+    Storage storage;
+    VTable const *vtable;
+
+    ncclCoopAny() = default;
+    ncclCoopAny(ncclCoopAny const &) = default;
+    ncclCoopAny(ncclCoopAny &&) = default;
+    template <typename Impl> __device__ ncclCoopAny(Impl impl)
+    {
+        ::new (&this->storage) Impl(impl);
+        this->vtable = vtable_of<Impl>();
+    }
+
+    __device__ int thread_rank() const
+    {
+        return vtable->thread_rank(&storage);
+    }
+    __device__ int size() const
+    {
+        return vtable->size(&storage);
+    }
+    __device__ int num_threads() const
+    {
+        return vtable->size(&storage);
+    }
+    __device__ void sync()
+    {
+        vtable->sync(&storage);
+    }
+};
+
+/* Whether flag is set in any thread of the coop, returned to every thread (and a sync of the
+ * coop): timed waits use it so that a whole coop sees one result. */
+template <int n> NCCL_DEVICE_INLINE bool zincCoopAny(ncclCoopTile<n> coop, bool flag)
+{
+    return __any_sync(coop.laneMask(), flag) != 0;
+}
+NCCL_DEVICE_INLINE bool zincCoopAny(ncclCoopLanes coop, bool flag)
+{
+    return __any_sync(coop.lmask, flag) != 0;
+}
+NCCL_DEVICE_INLINE bool zincCoopAny(ncclCoopWarpSpan coop, bool flag)
+{
+    unsigned int any;
+    asm volatile("{ .reg .pred p, q;\n\t"
+                 "setp.ne.u32 p, %1, 0;\n\t"
+                 "bar.red.or.pred q, %2, %3, p;\n\t"
+                 "selp.u32 %0, 1, 0, q; }"
+                 : "=r"(any)
+                 : "r"((unsigned int)flag), "r"(1 + (int)coop.id), "r"(32 * (int)coop.nWarps)
+                 : "memory");
+    return any != 0;
+}
+NCCL_DEVICE_INLINE bool zincCoopAny(ncclCoopCta, bool flag)
+{
+    return __syncthreads_or(flag) != 0;
 }
 
 /* value as the coop's thread of rank root holds it, returned to every thread of the coop. */

@@ -1,5 +1,5 @@
 /*
- * nccl_device/gin.h -- GPU-initiated networking (GIN) of NCCL 2.28's device API, as zinc
+ * nccl_device/gin.h -- GPU-initiated networking (GIN) of NCCL 2.30's device API, as zinc
  * serves it: within the LSA team, by the GPU's own loads, stores and system-scope atomics
  * through zinc's p2p mappings; to a peer outside the LSA team (another host), through a FIFO
  * in mapped host memory that a host thread of the device communicator serves over zinc's net
@@ -16,6 +16,15 @@
  *   readSignal / waitSignal / shadows   this rank's signals, as peers updated them
  *   flush(coop)                         LSA puts are finished when put returns: a fence; queued
  *                                       requests: wait until the engine took them all
+ *   flushAsync(team, peer, &req), wait  flush split in two: the engine's tickets issued so far
+ *                                       go into req, wait() waits until it took them
+ *
+ * Signals are always strong: a signal is raised after every put this thread queued to that
+ * peer before it (the engine sends in order, and an LSA put is complete when put returns), so
+ * ncclGin_StrongSignal*, ncclGin_WeakSignal* and the older ncclGin_Signal* act alike, and
+ * ncclGin_WeakCounterInc is ncclGin_CounterInc. The C-callable functions (ncclGin_C,
+ * ncclGinPut, ...) run the methods below. The hints NCCL 2.30 added (optFlags, the
+ * resource sharing mode, the segment type, a descriptor in shared memory) change nothing here.
  *
  * Signals and counters are 64-bit words in the device communicator's resource window
  * (ncclDevComm.ginHandles[0] / [1] are this rank's arrays); a peer's signal is the same word
@@ -32,30 +41,70 @@
 
 #define NCCL_GIN_PROXY_ENABLE     1
 #define NCCL_GIN_GDAKI_ENABLE     0
+#define NCCL_GIN_GPI_ENABLE       0
 #define NCCL_GIN_BACKEND_MASK_ALL (1u << (unsigned)NCCL_NET_DEVICE_GIN_PROXY)
 
 #if __cplusplus
+/* Hints for put(), putValue(), signal() and flushAsync(). */
+enum ncclGinOptFlags {
+    ncclGinOptFlagsDefault = 0,
+    ncclGinOptFlagsMaySkipCreditCheck = (1 << 0),
+    ncclGinOptFlagsAggregateRequests = (1 << 1),
+};
+
+/* How the threads of a kernel share a GIN context (a hint for the ncclGin constructor). */
+enum ncclGinResourceSharingMode : uint8_t {
+    NCCL_GIN_RESOURCE_SHARING_GPU = 0,
+    NCCL_GIN_RESOURCE_SHARING_CTA = 1,
+    NCCL_GIN_RESOURCE_SHARING_THREAD = 2,
+};
+
 /* The space a caller may give put() in shared memory for a descriptor (unused by zinc). */
 struct ncclGinDescriptorSmem {
     alignas(16) char space[64];
 };
 
-/* Completion actions of put() and signal(). */
+/* Completion actions of put() and signal(). Strong and weak act alike (see above). */
 struct ncclGin_None {
+};
+struct ncclGin_StrongSignalAdd {
+    ncclGinSignal_t signal;
+    uint64_t value;
+};
+struct ncclGin_WeakSignalAdd {
+    ncclGinSignal_t signal;
+    uint64_t value;
 };
 struct ncclGin_SignalAdd {
     ncclGinSignal_t signal;
     uint64_t value;
 };
-/* +1; for one signal, do not mix with SignalAdd between two resetSignal() calls. */
+/* +1; for one signal, do not mix with an Add between two resetSignal() calls. */
+struct ncclGin_StrongSignalInc {
+    ncclGinSignal_t signal;
+};
+struct ncclGin_WeakSignalInc {
+    ncclGinSignal_t signal;
+};
 struct ncclGin_SignalInc {
     ncclGinSignal_t signal;
 };
 struct ncclGin_CounterInc {
     ncclGinCounter_t counter;
 };
+struct ncclGin_WeakCounterInc {
+    ncclGinCounter_t counter;
+};
 struct ncclGin_DescriptorSmem {
     ncclGinDescriptorSmem *descriptor;
+};
+
+/* What memory a put's buffers are made of (a hint: zinc's copies take any). */
+struct ncclGin_SegmentDevice {
+};
+struct ncclGin_SegmentMixed {
+};
+struct ncclGin_SegmentHostNuma {
 };
 #endif
 
@@ -95,15 +144,60 @@ NCCL_DEVICE_INLINE uint64_t zincGinMask(int bits)
     return bits >= 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
 }
 
+/* Every completion action as one of the four zinc carries out (strong and weak alike). */
+NCCL_DEVICE_INLINE ncclGin_None zincGinAction(ncclGin_None a)
+{
+    return a;
+}
+NCCL_DEVICE_INLINE ncclGin_SignalInc zincGinAction(ncclGin_SignalInc a)
+{
+    return a;
+}
+NCCL_DEVICE_INLINE ncclGin_SignalInc zincGinAction(ncclGin_StrongSignalInc a)
+{
+    return ncclGin_SignalInc{ a.signal };
+}
+NCCL_DEVICE_INLINE ncclGin_SignalInc zincGinAction(ncclGin_WeakSignalInc a)
+{
+    return ncclGin_SignalInc{ a.signal };
+}
+NCCL_DEVICE_INLINE ncclGin_SignalAdd zincGinAction(ncclGin_SignalAdd a)
+{
+    return a;
+}
+NCCL_DEVICE_INLINE ncclGin_SignalAdd zincGinAction(ncclGin_StrongSignalAdd a)
+{
+    return ncclGin_SignalAdd{ a.signal, a.value };
+}
+NCCL_DEVICE_INLINE ncclGin_SignalAdd zincGinAction(ncclGin_WeakSignalAdd a)
+{
+    return ncclGin_SignalAdd{ a.signal, a.value };
+}
+NCCL_DEVICE_INLINE ncclGin_CounterInc zincGinAction(ncclGin_CounterInc a)
+{
+    return a;
+}
+NCCL_DEVICE_INLINE ncclGin_CounterInc zincGinAction(ncclGin_WeakCounterInc a)
+{
+    return ncclGin_CounterInc{ a.counter };
+}
+
 template <unsigned backendMask> struct ncclGin_BackendMask {
     ncclDevComm const &comm;
-    uint32_t nContexts : 8, contextId : 8, _ginBackend : 8;
+    uint32_t nConnections : 8, connectionId : 8, _ginBackend : 8;
+    uint32_t contextId;
+    ncclGinResourceSharingMode resourceSharingMode;
     void *_ginHandle;         /* this rank's signal array */
     uint64_t *_signalShadows; /* this rank's shadows */
 
-    NCCL_DEVICE_INLINE ncclGin_BackendMask(ncclDevComm const &comm, int contextIndex)
-        : comm(comm), nContexts(comm.ginContextCount), contextId(0), _ginBackend(comm.ginTypes[0]),
-          _ginHandle(comm.ginHandles[0]), _signalShadows(comm.ginSignalShadows)
+    NCCL_DEVICE_INLINE
+    ncclGin_BackendMask(
+        ncclDevComm const &comm, int contextIndex,
+        ncclGinResourceSharingMode resourceSharingMode_ = NCCL_GIN_RESOURCE_SHARING_GPU)
+        : comm(comm), nConnections(comm.ginConnectionCount), connectionId(0),
+          _ginBackend(comm.ginNetDeviceTypes[0]), contextId(0),
+          resourceSharingMode(resourceSharingMode_), _ginHandle(comm.ginHandles[0]),
+          _signalShadows(comm.ginSignalShadows)
     {
         /* One context: every index maps to it. */
         (void)contextIndex;
@@ -260,14 +354,17 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
     }
 
     template <typename RemoteAction = ncclGin_None, typename LocalAction = ncclGin_None,
-              typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
+              typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None,
+              typename SegmentType = ncclGin_SegmentDevice>
     NCCL_DEVICE_INLINE void
     put(ncclTeam team, int peer, ncclWindow_t dstWnd, size_t dstOffset, ncclWindow_t srcWnd,
         size_t srcOffset, size_t bytes, RemoteAction remoteAction = ncclGin_None{},
         LocalAction localAction = ncclGin_None{}, Coop coop = ncclCoopThread{},
         DescriptorSmem descriptor = ncclGin_None{},
-        cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
-        cuda::thread_scope expected_scope = cuda::thread_scope_device) const
+        cuda::thread_scope givenRelease = cuda::thread_scope_thread,
+        cuda::thread_scope requiredRelease = cuda::thread_scope_device,
+        uint32_t optFlags = ncclGinOptFlagsDefault,
+        SegmentType bufType = ncclGin_SegmentDevice{}) const
     {
         int world = _world(team, peer);
         if (!_isLsa(world)) {
@@ -276,37 +373,41 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
             r.dstOffset = dstOffset;
             r.bytes = bytes;
             r.dstWindow = dstWnd->ginOffset4K;
-            _netSubmit(r, remoteAction, localAction, coop);
+            _netSubmit(r, zincGinAction(remoteAction), zincGinAction(localAction), coop);
             return;
         }
         char *dst = (char *)ncclGetPeerPointer(dstWnd, dstOffset, team, peer);
         char const *src = (char const *)ncclGetLocalPointer(srcWnd, srcOffset);
         zincGinCopy(coop, dst, src, bytes);
-        _complete(team, peer, remoteAction, localAction, coop);
+        _complete(team, peer, zincGinAction(remoteAction), zincGinAction(localAction), coop);
     }
 
     template <typename T, typename RemoteAction = ncclGin_None, typename LocalAction = ncclGin_None,
-              typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
+              typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None,
+              typename SegmentType = ncclGin_SegmentDevice>
     NCCL_DEVICE_INLINE void
     put(ncclTeam team, int peer, ncclSymPtr<T> dstElts, ncclSymPtr<T> srcElts, size_t nElts,
         RemoteAction remoteAction = ncclGin_None{}, LocalAction localAction = ncclGin_None{},
         Coop coop = ncclCoopThread{}, DescriptorSmem descriptor = ncclGin_None{},
-        cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
-        cuda::thread_scope expected_scope = cuda::thread_scope_device) const
+        cuda::thread_scope givenRelease = cuda::thread_scope_thread,
+        cuda::thread_scope requiredRelease = cuda::thread_scope_device,
+        uint32_t optFlags = ncclGinOptFlagsDefault,
+        SegmentType bufType = ncclGin_SegmentDevice{}) const
     {
         put(team, peer, dstElts.window, dstElts.offset, srcElts.window, srcElts.offset,
-            nElts * sizeof(T), remoteAction, localAction, coop, descriptor, alreadyReleased,
-            expected_scope);
+            nElts * sizeof(T), remoteAction, localAction, coop, descriptor, givenRelease,
+            requiredRelease, optFlags, bufType);
     }
 
     template <typename T, typename RemoteAction = ncclGin_None, typename Coop = ncclCoopThread,
               typename DescriptorSmem = ncclGin_None>
-    NCCL_DEVICE_INLINE void
-    putValue(ncclTeam team, int peer, ncclWindow_t dstWnd, size_t dstOffset, T value,
-             RemoteAction remoteAction = ncclGin_None{}, Coop coop = ncclCoopThread{},
-             DescriptorSmem descriptor = ncclGin_None{},
-             cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
-             cuda::thread_scope expected_scope = cuda::thread_scope_device) const
+    NCCL_DEVICE_INLINE void putValue(ncclTeam team, int peer, ncclWindow_t dstWnd, size_t dstOffset,
+                                     T value, RemoteAction remoteAction = ncclGin_None{},
+                                     Coop coop = ncclCoopThread{},
+                                     DescriptorSmem descriptor = ncclGin_None{},
+                                     cuda::thread_scope givenRelease = cuda::thread_scope_thread,
+                                     cuda::thread_scope requiredRelease = cuda::thread_scope_device,
+                                     uint32_t optFlags = ncclGinOptFlagsDefault) const
     {
         static_assert(sizeof(T) <= 8, "putValue carries at most 8 bytes");
         int world = _world(team, peer);
@@ -316,48 +417,51 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
             r.dstOffset = dstOffset;
             r.bytes = sizeof(T);
             r.dstWindow = dstWnd->ginOffset4K;
-            _netSubmit(r, remoteAction, ncclGin_None{}, coop);
+            _netSubmit(r, zincGinAction(remoteAction), ncclGin_None{}, coop);
             return;
         }
         if (coop.thread_rank() == 0)
             *(volatile T *)ncclGetPeerPointer(dstWnd, dstOffset, team, peer) = value;
-        _complete(team, peer, remoteAction, ncclGin_None{}, coop);
+        _complete(team, peer, zincGinAction(remoteAction), ncclGin_None{}, coop);
     }
 
     template <typename T, typename RemoteAction = ncclGin_None, typename Coop = ncclCoopThread,
               typename DescriptorSmem = ncclGin_None>
-    NCCL_DEVICE_INLINE void
-    putValue(ncclTeam team, int peer, ncclSymPtr<T> dst, T value,
-             RemoteAction remoteAction = ncclGin_None{}, Coop coop = ncclCoopThread{},
-             DescriptorSmem descriptor = ncclGin_None{},
-             cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
-             cuda::thread_scope expected_scope = cuda::thread_scope_device) const
+    NCCL_DEVICE_INLINE void putValue(ncclTeam team, int peer, ncclSymPtr<T> dst, T value,
+                                     RemoteAction remoteAction = ncclGin_None{},
+                                     Coop coop = ncclCoopThread{},
+                                     DescriptorSmem descriptor = ncclGin_None{},
+                                     cuda::thread_scope givenRelease = cuda::thread_scope_thread,
+                                     cuda::thread_scope requiredRelease = cuda::thread_scope_device,
+                                     uint32_t optFlags = ncclGinOptFlagsDefault) const
     {
         putValue(team, peer, dst.window, dst.offset, value, remoteAction, coop, descriptor,
-                 alreadyReleased, expected_scope);
+                 givenRelease, requiredRelease, optFlags);
     }
 
     template <typename RemoteAction, typename Coop = ncclCoopThread,
               typename DescriptorSmem = ncclGin_None>
-    NCCL_DEVICE_INLINE void
-    signal(ncclTeam team, int peer, RemoteAction remoteAction, Coop coop = ncclCoopThread(),
-           DescriptorSmem descriptor = ncclGin_None{},
-           cuda::thread_scope alreadyReleased = cuda::thread_scope_thread,
-           cuda::thread_scope expected_scope = cuda::thread_scope_device) const
+    NCCL_DEVICE_INLINE void signal(ncclTeam team, int peer, RemoteAction remoteAction,
+                                   Coop coop = ncclCoopThread(),
+                                   DescriptorSmem descriptor = ncclGin_None{},
+                                   cuda::thread_scope givenRelease = cuda::thread_scope_thread,
+                                   cuda::thread_scope requiredRelease = cuda::thread_scope_device,
+                                   uint32_t optFlags = ncclGinOptFlagsDefault) const
     {
         int world = _world(team, peer);
         if (!_isLsa(world)) {
-            _netSubmit(_request(ZINC_GIN_OP_SIGNAL, world), remoteAction, ncclGin_None{}, coop);
+            _netSubmit(_request(ZINC_GIN_OP_SIGNAL, world), zincGinAction(remoteAction),
+                       ncclGin_None{}, coop);
             return;
         }
-        _complete(team, peer, remoteAction, ncclGin_None{}, coop);
+        _complete(team, peer, zincGinAction(remoteAction), ncclGin_None{}, coop);
     }
 
     /* The copies of LSA puts are done when put returns; what remains is ordering. Requests
      * queued for the engine are done (their sources read) once the engine took them all. */
-    template <typename Coop>
-    NCCL_DEVICE_INLINE void flush(Coop coop,
-                                  cuda::memory_order ord = cuda::memory_order_acquire) const
+    template <typename Coop, typename DescriptorSmem = ncclGin_None>
+    NCCL_DEVICE_INLINE void flush(Coop coop, cuda::memory_order ord = cuda::memory_order_acquire,
+                                  DescriptorSmem descriptor = ncclGin_None{}) const
     {
         coop.sync();
         zincGinProxy *px = _net();
@@ -366,6 +470,36 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
             while (*(volatile uint64_t *)&px->tail < issued && !_netFailed()) {
             }
         }
+        coop.sync();
+        __threadfence_system();
+    }
+
+    /* flush() in two halves, for one peer: req remembers the engine's tickets handed out so
+     * far (all peers' requests share the FIFO, so waiting for those covers peer's); wait()
+     * waits until the engine took them. LSA puts need nothing more than the fence. */
+    template <typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
+    NCCL_DEVICE_INLINE void flushAsync(ncclTeam team, uint32_t peer, ncclGinRequest_t *outRequest,
+                                       Coop coop = ncclCoopThread{},
+                                       uint32_t optFlags = ncclGinOptFlagsDefault,
+                                       DescriptorSmem descriptor = ncclGin_None{}) const
+    {
+        /* Every thread fills its own request: each reads the tickets after the coop's puts. */
+        coop.sync();
+        zincGinProxy *px = _net();
+        outRequest->opaque[0] = px ? *(volatile uint64_t *)px->head : 0;
+        outRequest->opaque[1] = px != nullptr;
+    }
+
+    template <typename Coop = ncclCoopThread, typename DescriptorSmem = ncclGin_None>
+    NCCL_DEVICE_INLINE void wait(ncclGinRequest_t &request, Coop coop = ncclCoopThread{},
+                                 DescriptorSmem descriptor = ncclGin_None{},
+                                 cuda::memory_order ord = cuda::memory_order_acquire) const
+    {
+        coop.sync();
+        zincGinProxy *px = _net();
+        if (px && request.opaque[1] && coop.thread_rank() == 0)
+            while (*(volatile uint64_t *)&px->tail < request.opaque[0] && !_netFailed()) {
+            }
         coop.sync();
         __threadfence_system();
     }
@@ -470,6 +604,194 @@ template <unsigned backendMask> struct ncclGin_BackendMask {
         _signalShadows[signal] = 0;
     }
 };
+/* The C-callable GIN functions (NCCL 2.30's ncclGin_C API): an ncclGin behind a plain
+ * struct, the completion actions as flags, any coop as ncclCoopAny. Each call runs the
+ * ncclGin method of the same name. */
+struct ncclGin_C {
+    ncclDevComm const &comm;
+    uint32_t nConnections : 8, connectionId : 8, _ginBackend : 8;
+    uint32_t contextId;
+    ncclGinResourceSharingMode resourceSharingMode;
+    void *_ginHandle;
+    uint64_t *_signalShadows;
+    unsigned backendMask;
+
+    NCCL_DEVICE_INLINE
+    ncclGin_C(ncclDevComm const &comm_, unsigned backendMask_, int contextIndex,
+              ncclGinResourceSharingMode resourceSharingMode_ = NCCL_GIN_RESOURCE_SHARING_GPU)
+        : comm(comm_), nConnections(comm_.ginConnectionCount), connectionId(0),
+          _ginBackend(comm_.ginNetDeviceTypes[0]), contextId((uint32_t)contextIndex),
+          resourceSharingMode(resourceSharingMode_), _ginHandle(comm_.ginHandles[0]),
+          _signalShadows(comm_.ginSignalShadows), backendMask(backendMask_)
+    {
+    }
+
+    NCCL_DEVICE_INLINE ncclGin _gin() const
+    {
+        return ncclGin(comm, (int)contextId, resourceSharingMode);
+    }
+};
+
+NCCL_DEVICE_INLINE void ncclGin_C_init(ncclGin_C *net, unsigned backendMask,
+                                       ncclDevComm const &comm, int contextIndex)
+{
+    ::new (net) ncclGin_C(comm, backendMask, contextIndex);
+}
+
+NCCL_DEVICE_INLINE void
+ncclGin_C_initWithResourceSharingMode(ncclGin_C *net, unsigned backendMask, ncclDevComm const &comm,
+                                      int contextIndex,
+                                      ncclGinResourceSharingMode resourceSharingMode)
+{
+    ::new (net) ncclGin_C(comm, backendMask, contextIndex, resourceSharingMode);
+}
+
+/* f(remote action) for the signal flags of the C calls. */
+template <typename F>
+NCCL_DEVICE_INLINE void zincGinWithSignal(bool isSignal, ncclGinSignal_t signalId,
+                                          ncclGinSignalOp_t signalOp, uint64_t signalOpArg, F f)
+{
+    if (!isSignal)
+        f(ncclGin_None{});
+    else if (signalOp == ncclGinSignalInc)
+        f(ncclGin_SignalInc{ signalId });
+    else
+        f(ncclGin_SignalAdd{ signalId, signalOpArg });
+}
+
+NCCL_DEVICE_INLINE void ncclGinPut_v2(ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin,
+                                      size_t dstOffset, ncclWindow_t srcWin, size_t srcOffset,
+                                      size_t bytes, bool isSignal, ncclGinSignal_t signalId,
+                                      ncclGinSignalOp_t signalOp, uint64_t signalOpArg,
+                                      bool isCounter, ncclGinCounter_t counterId, ncclCoopAny coop,
+                                      bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                      cuda::thread_scope givenRelease,
+                                      cuda::thread_scope requiredRelease, uint32_t optFlags)
+{
+    ncclGin gin = net->_gin();
+    zincGinWithSignal(isSignal, signalId, signalOp, signalOpArg, [&](auto remote) {
+        if (isCounter)
+            gin.put(team, peer, dstWin, dstOffset, srcWin, srcOffset, bytes, remote,
+                    ncclGin_CounterInc{ counterId }, coop);
+        else
+            gin.put(team, peer, dstWin, dstOffset, srcWin, srcOffset, bytes, remote, ncclGin_None{},
+                    coop);
+    });
+}
+
+NCCL_DEVICE_INLINE void ncclGinPut(ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin,
+                                   size_t dstOffset, ncclWindow_t srcWin, size_t srcOffset,
+                                   size_t bytes, bool isSignal, ncclGinSignal_t signalId,
+                                   ncclGinSignalOp_t signalOp, uint64_t signalOpArg, bool isCounter,
+                                   ncclGinCounter_t counterId, ncclCoopAny coop, bool isDescriptor,
+                                   ncclGinDescriptorSmem *descriptor,
+                                   cuda::thread_scope givenRelease,
+                                   cuda::thread_scope requiredRelease)
+{
+    ncclGinPut_v2(net, team, peer, dstWin, dstOffset, srcWin, srcOffset, bytes, isSignal, signalId,
+                  signalOp, signalOpArg, isCounter, counterId, coop, isDescriptor, descriptor,
+                  givenRelease, requiredRelease, ncclGinOptFlagsDefault);
+}
+
+NCCL_DEVICE_INLINE void ncclGinSignal_v2(ncclGin_C *net, ncclTeam team, int peer, bool isSignal,
+                                         ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp,
+                                         uint64_t signalOpArg, ncclCoopAny coop, bool isDescriptor,
+                                         ncclGinDescriptorSmem *descriptor,
+                                         cuda::thread_scope givenRelease,
+                                         cuda::thread_scope requiredRelease, uint32_t optFlags)
+{
+    ncclGin gin = net->_gin();
+    zincGinWithSignal(isSignal, signalId, signalOp, signalOpArg,
+                      [&](auto remote) { gin.signal(team, peer, remote, coop); });
+}
+
+NCCL_DEVICE_INLINE void ncclGinSignal(ncclGin_C *net, ncclTeam team, int peer, bool isSignal,
+                                      ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp,
+                                      uint64_t signalOpArg, ncclCoopAny coop, bool isDescriptor,
+                                      ncclGinDescriptorSmem *descriptor,
+                                      cuda::thread_scope givenRelease,
+                                      cuda::thread_scope requiredRelease)
+{
+    ncclGinSignal_v2(net, team, peer, isSignal, signalId, signalOp, signalOpArg, coop, isDescriptor,
+                     descriptor, givenRelease, requiredRelease, ncclGinOptFlagsDefault);
+}
+
+/* size: 1, 2, 4 or 8 bytes of value (its low bytes) go to the peer. */
+NCCL_DEVICE_INLINE void ncclGinPutValue_v2(
+    ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin, size_t dstOffset, uint64_t value,
+    size_t size, bool isSignal, ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp,
+    uint64_t signalOpArg, ncclCoopAny coop, bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+    cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease, uint32_t optFlags)
+{
+    ncclGin gin = net->_gin();
+    zincGinWithSignal(isSignal, signalId, signalOp, signalOpArg, [&](auto remote) {
+        if (size == 1)
+            gin.putValue(team, peer, dstWin, dstOffset, (uint8_t)value, remote, coop);
+        else if (size == 2)
+            gin.putValue(team, peer, dstWin, dstOffset, (uint16_t)value, remote, coop);
+        else if (size == 4)
+            gin.putValue(team, peer, dstWin, dstOffset, (uint32_t)value, remote, coop);
+        else
+            gin.putValue(team, peer, dstWin, dstOffset, value, remote, coop);
+    });
+}
+
+NCCL_DEVICE_INLINE void
+ncclGinPutValue(ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin, size_t dstOffset,
+                uint64_t value, size_t size, bool isSignal, ncclGinSignal_t signalId,
+                ncclGinSignalOp_t signalOp, uint64_t signalOpArg, ncclCoopAny coop,
+                bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease)
+{
+    ncclGinPutValue_v2(net, team, peer, dstWin, dstOffset, value, size, isSignal, signalId,
+                       signalOp, signalOpArg, coop, isDescriptor, descriptor, givenRelease,
+                       requiredRelease, ncclGinOptFlagsDefault);
+}
+
+NCCL_DEVICE_INLINE void ncclGinFlush(ncclGin_C *net, ncclCoopAny coop, cuda::memory_order ord)
+{
+    net->_gin().flush(coop, ord);
+}
+
+NCCL_DEVICE_INLINE uint64_t ncclGinReadCounter(ncclGin_C *net, ncclGinCounter_t counter, int bits,
+                                               cuda::memory_order ord)
+{
+    return net->_gin().readCounter(counter, bits, ord);
+}
+
+NCCL_DEVICE_INLINE void ncclGinWaitCounter(ncclGin_C *net, ncclCoopAny coop,
+                                           ncclGinCounter_t counter, uint64_t least, int bits,
+                                           cuda::memory_order ord)
+{
+    net->_gin().waitCounter(coop, counter, least, bits, ord);
+}
+
+NCCL_DEVICE_INLINE uint64_t ncclGinReadSignal(ncclGin_C *net, ncclGinSignal_t signal, int bits,
+                                              cuda::memory_order ord)
+{
+    return net->_gin().readSignal(signal, bits, ord);
+}
+
+NCCL_DEVICE_INLINE void ncclGinWaitSignal(ncclGin_C *net, ncclCoopAny coop, ncclGinSignal_t signal,
+                                          uint64_t least, int bits, cuda::memory_order ord)
+{
+    net->_gin().waitSignal(coop, signal, least, bits, ord);
+}
+
+NCCL_DEVICE_INLINE void ncclGinResetCounter(ncclGin_C *net, ncclGinCounter_t counter)
+{
+    net->_gin().resetCounter(counter);
+}
+
+NCCL_DEVICE_INLINE void ncclGinResetSignal(ncclGin_C *net, ncclGinSignal_t signal)
+{
+    net->_gin().resetSignal(signal);
+}
+
+NCCL_DEVICE_INLINE uint64_t *ncclGinGetSignalShadowPtr(ncclGin_C *net, ncclGinSignal_t signal)
+{
+    return net->_gin().getSignalShadowPtr(signal);
+}
 #endif /* __CUDACC__ */
 
 #endif

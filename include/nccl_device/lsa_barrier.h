@@ -12,6 +12,11 @@
  * inbox[b][p] of every peer p until it reaches epoch + 1 (acquire), with a comparison that
  * survives wrap-around. A session keeps the epoch in registers and writes it back when it
  * ends, so that the next session (next kernel) continues from it.
+ *
+ * The timed wait and sync return ncclTimeout to every thread of the coop when a peer had not
+ * arrived within timeoutCycles (clock64). The epoch then stays where it was: the round is
+ * still open, and the next wait (or sync, whose arrival stores the same value again) finishes
+ * it.
  */
 #ifndef ZINC_NCCL_DEVICE_LSA_BARRIER_H_
 #define ZINC_NCCL_DEVICE_LSA_BARRIER_H_
@@ -82,25 +87,52 @@ template <typename Coop> struct ncclLsaBarrierSession : ncclLsaBarrierSession_in
         }
     }
 
-    NCCL_DEVICE_INLINE void wait(Coop, cuda::memory_order order)
+    /* Each thread polls some peers' inboxes; with a deadline when timeoutCycles is not ~0. */
+    NCCL_DEVICE_INLINE ncclResult_t _wait(cuda::memory_order order, uint64_t timeoutCycles)
     {
+        uint64_t start = clock64();
         cuda::memory_order acq = nccl::utility::acquireOrderOf(order);
         int n = this->team.nRanks, me = this->team.rank;
         uint32_t want = this->epoch + 1;
-        for (int i = this->coop.thread_rank(); i < n - 1; i += this->coop.size()) {
+        bool late = false;
+        for (int i = this->coop.thread_rank(); i < n - 1 && !late; i += this->coop.size()) {
             int peer = (me + 1 + i) % n;
             cuda::atomic_ref<uint32_t, cuda::thread_scope_system> box(*this->inbox(me, peer));
             while (!nccl::utility::rollingLessEq<uint32_t>(want, box.load(acq))) {
+                if (clock64() - start >= timeoutCycles) {
+                    late = true;
+                    break;
+                }
             }
         }
+        late = zincCoopAny(this->coop, late);
+        if (late) return ncclTimeout;
         this->epoch = want;
+        return ncclSuccess;
+    }
+
+    NCCL_DEVICE_INLINE void wait(Coop, cuda::memory_order order)
+    {
+        (void)_wait(order, ~uint64_t(0));
+    }
+
+    NCCL_DEVICE_INLINE ncclResult_t wait(Coop, cuda::memory_order order, uint64_t timeoutCycles)
+    {
         this->coop.sync();
+        return _wait(order, timeoutCycles);
     }
 
     NCCL_DEVICE_INLINE void sync(Coop coop, cuda::memory_order order)
     {
         arrive(coop, order);
         wait(coop, order);
+    }
+
+    NCCL_DEVICE_INLINE ncclResult_t sync(Coop coop, cuda::memory_order order,
+                                         uint64_t timeoutCycles)
+    {
+        arrive(coop, order);
+        return _wait(order, timeoutCycles);
     }
 };
 #endif /* __CUDACC__ */

@@ -1,5 +1,5 @@
 /*
- * nccl_device/net_device.h -- network offload types of NCCL 2.28 (the device handle a net
+ * nccl_device/net_device.h -- network offload types of NCCL 2.30 (the device handle a net
  * plugin may return). Same names and values as NCCL's header, so plugins and the device API
  * agree on them.
  */
@@ -17,6 +17,7 @@ typedef enum {
     NCCL_NET_DEVICE_UNPACK = 1,
     NCCL_NET_DEVICE_GIN_PROXY = 2,
     NCCL_NET_DEVICE_GIN_GDAKI = 3,
+    NCCL_NET_DEVICE_GIN_GPI = 4,
 } ncclNetDeviceType;
 
 typedef struct {
@@ -30,6 +31,7 @@ typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v8_t;
 typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v9_t;
 typedef ncclNetDeviceHandle_v9_t ncclNetDeviceHandle_v10_t;
 typedef ncclNetDeviceHandle_v10_t ncclNetDeviceHandle_v11_t;
-typedef ncclNetDeviceHandle_v11_t ncclNetDeviceHandle_t;
+typedef ncclNetDeviceHandle_v11_t ncclNetDeviceHandle_v12_t;
+typedef ncclNetDeviceHandle_v12_t ncclNetDeviceHandle_t;
 
 #endif

@@ -1,12 +1,21 @@
 /*
- * nccl_device/utility.h -- zinc's implementation of NCCL 2.28's device API: the qualifier
+ * nccl_device/utility.h -- zinc's implementation of NCCL 2.30's device API: the qualifier
  * macros and the small helpers the other device headers build on (namespace nccl::utility).
  *
- * The macros and helper names are those of NCCL 2.28.9's header, because device code written
+ * The macros and helper names are those of NCCL 2.30.7's header, because device code written
  * for NCCL uses some of them directly; the bodies are zinc's own.
  */
 #ifndef ZINC_NCCL_DEVICE_UTILITY_H_
 #define ZINC_NCCL_DEVICE_UTILITY_H_
+
+/* 1 when compiling CUDA code (nvcc or clang), where the device functions exist. */
+#ifndef NCCL_CHECK_CUDACC
+#ifdef __CUDACC__
+#define NCCL_CHECK_CUDACC 1
+#else
+#define NCCL_CHECK_CUDACC 0
+#endif
+#endif
 
 #if __CUDACC__
 #define NCCL_DEVICE_INLINE      __device__ __forceinline__
@@ -19,11 +28,29 @@
 #define NCCL_HOST_DEVICE_INLINE inline __attribute__((always_inline))
 #endif
 
+#if defined(__cpp_if_constexpr) && __cpp_if_constexpr >= 201606
+#ifndef NCCL_IF_CONSTEXPR
+#define NCCL_IF_CONSTEXPR constexpr
+#endif
+#else
+#ifndef NCCL_IF_CONSTEXPR
+#define NCCL_IF_CONSTEXPR
+#endif
+#endif
+
+/* Loop unrolling hints for the loop that follows. */
+#define DO_PRAGMA(x)                   _Pragma(#x)
+#define NVCC_PRAGMA_UNROLL(trip_count) DO_PRAGMA(unroll trip_count)
+#define NVCC_PRAGMA_UNROLL_AUTO        DO_PRAGMA(unroll)
+#define NVCC_PRAGMA_UNROLL_DISABLED    NVCC_PRAGMA_UNROLL(1)
+
 #if __cplusplus
 #define NCCL_EXTERN_C extern "C"
 #else
 #define NCCL_EXTERN_C
 #endif
+/* extern "C" only in NCCL's LLVM bitcode library build, which zinc has not. */
+#define NCCL_IR_EXTERN_C
 
 #include <stdbool.h>
 #include <stddef.h>

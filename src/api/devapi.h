@@ -1,10 +1,11 @@
 /*
- * NCCL 2.28's device API, host side (devcomm.c, devwin.c): the records behind device
- * communicators and the device view of windows.
+ * NCCL 2.30's device API, host side (devcomm.c, devwin.c, devgin.c, devlayout.c): the records
+ * behind device communicators and the device view of windows.
  *
  * The public types come from include/nccl_device/core.h, which is plain C for the host: the
- * structs a program passes (requirements, handles, ncclDevComm) are NCCL's layouts, and the
- * window record kernels read (struct ncclWindow_vidmem) is zinc's (see that header).
+ * structs a program passes (requirements, properties, handles, ncclDevComm) are NCCL 2.30.7's
+ * layouts, and those of NCCL 2.28.9 are read too (devlayout.c, devapi_legacy.h); the window
+ * record kernels read (struct ncclWindow_vidmem) is zinc's (see that header).
  *
  * LSA team. A communicator whose ranks are all on one host with every GPU mapping every other
  * (the p2p transport's full mode, comm->p2p_state set) has all its ranks in one LSA team;
@@ -67,7 +68,31 @@ void zn_devgin_destroy(struct zn_devgin *g, int drain);
  * word), before freeing it without its peers. */
 void zn_devgin_stop_kernels(struct zn_devgin *g);
 
+/* The caller's structs of either layout (devlayout.c). */
+/* Counts above this in a requirement are refused: no kernel needs so many, and a 2.30 struct
+ * zeroed by hand reads as a 2.28.9 one with counts like these (devlayout.c). */
+#define ZN_DEVAPI_COUNT_MAX (1 << 24)
+/* *user as 2.30.7's requirements, every field set; r->version is the NCCL version of the
+ * caller's header (22809 for the 2.28.9 layout, whose barrierCount is folded into
+ * lsaBarrierCount / railGinBarrierCount and whose GIN use sets ginConnectionType). */
+ncclResult_t zn_devreqs_read(const void *user, ncclDevCommRequirements_t *r);
+/* Write c (2.30.7's layout) to the caller's device communicator, in the layout of
+ * c->version: the 2.28.9 one for 22809. */
+void zn_devcomm_write(void *user, const ncclDevComm_t *c);
+/* The resourceWindow of a caller's device communicator of either layout. */
+ncclResult_t zn_devcomm_read_window(const void *user, ncclWindow_t *win);
+/* Check the caller's properties (magic, version, size) and write mine's fields that fit. */
+ncclResult_t zn_props_write(ncclCommProperties_t *user, const ncclCommProperties_t *mine);
+
 /* Free the device communicators still alive on comm (destroy, abort). */
 void zn_devcomms_free(struct ncclComm *comm);
+
+/* Device memory of the device API on comm, for ncclCommMemStats (comm's device current): its
+ * device communicators (resource arenas, records, window tables, GIN ticket counters; retired
+ * ones too, which stay until comm goes) and its windows' records. A user's buffers are not
+ * counted. All of it stays while comm is suspended: kernels were handed pointers to it. */
+size_t zn_devcomms_gpu_bytes(const struct ncclComm *comm);
+size_t zn_devwins_gpu_bytes(const struct ncclComm *comm);
+size_t zn_devgin_gpu_bytes(const struct zn_devgin *g);
 
 #endif

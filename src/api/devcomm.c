@@ -1,25 +1,30 @@
 /*
- * NCCL 2.28's device API, host side: device communicators (ncclDevCommCreate / Destroy),
+ * NCCL 2.30's device API, host side: device communicators (ncclDevCommCreate / Destroy),
  * teams, the requirement helpers of barriers and the LL all-to-all, and
- * ncclCommQueryProperties.
+ * ncclCommQueryProperties. The caller's structs may have NCCL 2.30's layout or 2.28.9's
+ * (devlayout.c reads and writes them); everything here works on 2.30.7's.
  *
  * A device communicator owns one resource arena per rank, mapped by every LSA peer (a p2p
  * arena, as the collectives' arenas are made), seen by kernels as the resource window. Its
  * layout, in 128-byte units (a ncclDevResourceHandle is an offset in units):
  *
- *   LSA barriers      max(lsaBarrierCount, barrierCount) of them, for comm.lsaBarrier
- *   rail GIN barriers epochs of max(railGinBarrierCount, barrierCount), for comm.railGinBarrier
+ *   LSA barriers      lsaBarrierCount of them, for comm.lsaBarrier
+ *   hybrid LSA        barrierCount of them, for comm.hybridLsaBarrier (ncclBarrierSession)
  *   user buffers      each ncclDevResourceRequirements of the list, at its alignment
- *   GIN signals       uint64 each: ginSignalCount (ids 0..), then the rail barriers', then the
- *                     list's, in order
- *   GIN counters      uint64 each, the same way
- *   signal shadows    uint64 per signal (local use only)
+ *   GIN signals       uint64 each: ginSignalCount (ids 0..), then one per GIN barrier of
+ *                     railGinBarrier, hybridRailGinBarrier, hybridWorldGinBarrier and
+ *                     worldGinBarrier, then the list's, in order
+ *   GIN counters      uint64 each: ginCounterCount, then the list's
+ *   signal shadows    uint64 per signal (local use only; a GIN barrier keeps its epoch in its
+ *                     signal's shadow)
  *
  * GIN is served within the LSA team by loads, stores and atomics (nccl_device/gin.h). When GIN
  * is asked for and some rank is outside the caller's LSA team (several hosts, GPUs that do not
  * all map each other), the device communicator also gets a FIFO to a host engine that carries
- * the requests for those ranks over zinc's net transport (devgin.c, proxy/gin.c). Multicast
- * (lsaMultimem, team multimem) is refused: zinc never uses NVLink multicast.
+ * the requests for those ranks over zinc's net transport (devgin.c, proxy/gin.c). As in NCCL
+ * 2.30, GIN signals, counters and GIN barriers need ginConnectionType (or ginForceEnable);
+ * zinc reaches every rank with either connection type. Multicast (lsaMultimem, team multimem)
+ * is refused: zinc never uses NVLink multicast.
  */
 #include "devapi.h"
 #include "group.h"
@@ -57,12 +62,14 @@ static uint32_t rcp32(uint32_t y)
 /* Layout                                                                                      */
 
 struct plan {
-    size_t units; /* cursor */
-    int lsa_bars, gin_bars;
-    uint32_t lsa_bar_buf, gin_bar_buf;
+    size_t units;                      /* cursor */
+    int lsa_bars, hyb_bars;            /* LSA barriers: lsaBarrier's, hybridLsaBarrier's */
+    uint32_t lsa_bar_buf, hyb_bar_buf; /* their buffers */
+    int rail_bars, hyb_world_bars, world_bars;
+    ncclGinSignal_t rail_sig, hyb_rail_sig, hyb_world_sig, world_sig; /* GIN barriers' signal0 */
     int nsignals, ncounters;
     uint32_t signals, counters, shadows; /* handles of the arrays */
-    int gin;                             /* GIN asked for */
+    int gin;                             /* GIN on (a connection type) */
 };
 
 static uint32_t take(struct plan *p, size_t bytes, size_t align)
@@ -77,6 +84,7 @@ static uint32_t take(struct plan *p, size_t bytes, size_t align)
 static ncclResult_t check_reqs(const ncclDevCommRequirements_t *r)
 {
     const char *fn = "ncclDevCommCreate";
+    int gin_res = 0;
     struct {
         const char *name;
         int v;
@@ -87,11 +95,17 @@ static ncclResult_t check_reqs(const ncclDevCommRequirements_t *r)
                    { "lsaLLA2ASlotCount", r->lsaLLA2ASlotCount },
                    { "ginContextCount", r->ginContextCount },
                    { "ginSignalCount", r->ginSignalCount },
-                   { "ginCounterCount", r->ginCounterCount } };
+                   { "ginCounterCount", r->ginCounterCount },
+                   { "worldGinBarrierCount", r->worldGinBarrierCount } };
     for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
-        if (counts[i].v < 0)
-            return zn_error(ncclInvalidArgument, ZN_CALL, "%s: reqs->%s is %d (must be >= 0)", fn,
-                            counts[i].name, counts[i].v);
+        if (counts[i].v < 0 || counts[i].v > ZN_DEVAPI_COUNT_MAX)
+            return zn_error(ncclInvalidArgument, ZN_CALL, "%s: reqs->%s is %d (must be 0 to %d)",
+                            fn, counts[i].name, counts[i].v, ZN_DEVAPI_COUNT_MAX);
+    if (r->ginConnectionType != NCCL_GIN_CONNECTION_NONE &&
+        r->ginConnectionType != NCCL_GIN_CONNECTION_FULL &&
+        r->ginConnectionType != NCCL_GIN_CONNECTION_RAIL)
+        return zn_error(ncclInvalidArgument, ZN_CALL, "%s: reqs->ginConnectionType is %d", fn,
+                        (int)r->ginConnectionType);
     if (r->lsaMultimem)
         return zn_error(ncclInvalidUsage, ZN_CALL,
                         "%s: reqs->lsaMultimem: multimem (NVLink multicast) is not supported by "
@@ -114,11 +128,13 @@ static ncclResult_t check_reqs(const ncclDevCommRequirements_t *r)
         if (n > 4096)
             return zn_error(ncclInvalidArgument, ZN_CALL,
                             "%s: reqs->resourceRequirementsList has a cycle", fn);
-        if (q->ginSignalCount < 0 || q->ginCounterCount < 0)
+        if (q->ginSignalCount < 0 || q->ginCounterCount < 0 ||
+            q->ginSignalCount > ZN_DEVAPI_COUNT_MAX || q->ginCounterCount > ZN_DEVAPI_COUNT_MAX)
             return zn_error(ncclInvalidArgument, ZN_CALL,
                             "%s: resource requirement %d has ginSignalCount %d, ginCounterCount "
-                            "%d (must be >= 0)",
-                            fn, n, q->ginSignalCount, q->ginCounterCount);
+                            "%d (must be 0 to %d)",
+                            fn, n, q->ginSignalCount, q->ginCounterCount, ZN_DEVAPI_COUNT_MAX);
+        gin_res |= q->ginSignalCount > 0 || q->ginCounterCount > 0;
         if (q->bufferAlign & (q->bufferAlign - 1))
             return zn_error(ncclInvalidArgument, ZN_CALL,
                             "%s: resource requirement %d has bufferAlign %zu (not a power of two)",
@@ -129,6 +145,25 @@ static ncclResult_t check_reqs(const ncclDevCommRequirements_t *r)
                             "large (alignment up to 4096)",
                             fn, n, q->bufferSize, q->bufferAlign);
     }
+    /* NCCL 2.30's rule: GIN resources need GIN turned on, and world GIN barriers need more
+     * than the rail connections. */
+    gin_res |= r->ginSignalCount > 0 || r->ginCounterCount > 0 || r->barrierCount > 0 ||
+               r->railGinBarrierCount > 0 || r->worldGinBarrierCount > 0;
+    if (gin_res && r->ginConnectionType == NCCL_GIN_CONNECTION_NONE && !r->ginForceEnable)
+        return zn_error(ncclInvalidArgument, ZN_CALL,
+                        "%s: reqs asks for GIN resources (ginSignalCount %d, ginCounterCount %d, "
+                        "barrierCount %d, railGinBarrierCount %d, worldGinBarrierCount %d, or "
+                        "signals/counters in its resource list) but ginConnectionType is "
+                        "NCCL_GIN_CONNECTION_NONE: set it to NCCL_GIN_CONNECTION_FULL",
+                        fn, r->ginSignalCount, r->ginCounterCount, r->barrierCount,
+                        r->railGinBarrierCount, r->worldGinBarrierCount);
+    if (r->worldGinBarrierCount > 0 && r->ginConnectionType == NCCL_GIN_CONNECTION_RAIL &&
+        !r->ginForceEnable)
+        return zn_error(ncclInvalidArgument, ZN_CALL,
+                        "%s: reqs->worldGinBarrierCount is %d with ginConnectionType "
+                        "NCCL_GIN_CONNECTION_RAIL: world GIN barriers need "
+                        "NCCL_GIN_CONNECTION_FULL",
+                        fn, r->worldGinBarrierCount);
     return ncclSuccess;
 }
 
@@ -137,15 +172,26 @@ static ncclResult_t check_reqs(const ncclDevCommRequirements_t *r)
 static void make_plan(const ncclDevCommRequirements_t *r, int lsa_size, struct plan *p, int commit)
 {
     memset(p, 0, sizeof(*p));
-    p->lsa_bars = r->lsaBarrierCount > r->barrierCount ? r->lsaBarrierCount : r->barrierCount;
-    p->gin_bars =
-        r->railGinBarrierCount > r->barrierCount ? r->railGinBarrierCount : r->barrierCount;
-    p->gin =
-        r->ginForceEnable || r->ginSignalCount > 0 || r->ginCounterCount > 0 || p->gin_bars > 0;
-    /* Built-in LSA barriers: epochs, then an inbox per barrier and sender (lsa_barrier.h). */
+    int rail = r->ginConnectionType == NCCL_GIN_CONNECTION_RAIL && !r->ginForceEnable;
+    p->gin = r->ginForceEnable || r->ginConnectionType != NCCL_GIN_CONNECTION_NONE;
+    p->lsa_bars = r->lsaBarrierCount;
+    p->hyb_bars = r->barrierCount;
+    p->rail_bars = r->railGinBarrierCount;
+    p->hyb_world_bars = rail ? 0 : r->barrierCount;
+    p->world_bars = r->worldGinBarrierCount;
+    /* LSA barriers: epochs, then an inbox per barrier and sender (lsa_barrier.h). */
     p->lsa_bar_buf = take(p, (size_t)p->lsa_bars * (1 + (size_t)lsa_size) * 4, 16);
-    p->gin_bar_buf = take(p, (size_t)p->gin_bars * 4, 16);
-    int sig = r->ginSignalCount + p->gin_bars, cnt = r->ginCounterCount;
+    p->hyb_bar_buf = take(p, (size_t)p->hyb_bars * (1 + (size_t)lsa_size) * 4, 16);
+    /* GIN barriers: one signal each, after the program's own (gin_barrier.h). */
+    int sig = r->ginSignalCount, cnt = r->ginCounterCount;
+    p->rail_sig = (ncclGinSignal_t)sig;
+    sig += p->rail_bars;
+    p->hyb_rail_sig = (ncclGinSignal_t)sig;
+    sig += p->hyb_bars;
+    p->hyb_world_sig = (ncclGinSignal_t)sig;
+    sig += p->hyb_world_bars;
+    p->world_sig = (ncclGinSignal_t)sig;
+    sig += p->world_bars;
     for (const ncclDevResourceRequirements_t *q = r->resourceRequirementsList; q; q = q->next) {
         uint32_t h = take(p, q->bufferSize, q->bufferAlign);
         if (commit && q->outBufferHandle) *q->outBufferHandle = h;
@@ -153,7 +199,6 @@ static void make_plan(const ncclDevCommRequirements_t *r, int lsa_size, struct p
         if (commit && q->outGinCounterStart) *q->outGinCounterStart = (ncclGinCounter_t)cnt;
         sig += q->ginSignalCount;
         cnt += q->ginCounterCount;
-        if (q->ginSignalCount > 0 || q->ginCounterCount > 0) p->gin = 1;
     }
     p->nsignals = sig;
     p->ncounters = cnt;
@@ -264,6 +309,8 @@ static ncclResult_t build(struct ncclComm *comm, const ncclDevCommRequirements_t
 
     ncclDevComm_t c;
     memset(&c, 0, sizeof(c));
+    c.magic = NCCL_API_MAGIC;
+    c.version = reqs->version;
     c.rank = comm->rank;
     c.nRanks = comm->nranks;
     c.nRanks_rcp32 = rcp32((uint32_t)comm->nranks);
@@ -273,22 +320,30 @@ static ncclResult_t build(struct ncclComm *comm, const ncclDevCommRequirements_t
     c.windowTable = d->table;
     c.resourceWindow = d->reswin;
     c.resourceWindow_inlined.lsaFlatBase = base;
-    c.resourceWindow_inlined.lsaRank = lsa_rank;
-    c.resourceWindow_inlined.worldRank = comm->rank;
     c.lsaBarrier =
         (ncclLsaBarrierHandle_t){ .bufHandle = p->lsa_bar_buf, .nBarriers = p->lsa_bars };
-    c.railGinBarrier = (ncclGinBarrierHandle_t){ .signal0 = (ncclGinSignal_t)reqs->ginSignalCount,
-                                                 .bufHandle = p->gin_bar_buf };
-    c.ginContextCount = 1;
-    c.ginTypes[0] = NCCL_NET_DEVICE_HOST;
+    c.hybridLsaBarrier =
+        (ncclLsaBarrierHandle_t){ .bufHandle = p->hyb_bar_buf, .nBarriers = p->hyb_bars };
+    c.railGinBarrier = (ncclGinBarrierHandle_t){ .signal0 = p->rail_sig };
+    c.hybridRailGinBarrier = (ncclGinBarrierHandle_t){ .signal0 = p->hyb_rail_sig };
+    c.hybridWorldGinBarrier = (ncclGinBarrierHandle_t){ .signal0 = p->hyb_world_sig };
+    c.worldGinBarrier = (ncclGinBarrierHandle_t){ .signal0 = p->world_sig };
+    /* One connection and one context, whatever ginContextCount hinted: every context index a
+     * kernel names maps to it (nccl_device/gin.h). */
+    c.ginConnectionCount = p->gin ? 1 : 0;
+    c.ginContextCount = p->gin ? 1 : 0;
+    c.ginNetDeviceTypes[0] = NCCL_NET_DEVICE_HOST;
     c.ginHandles[0] = base + (size_t)p->signals * UNIT;
     c.ginHandles[1] = base + (size_t)p->counters * UNIT;
     c.ginHandles[2] = gin_record;
-    c.ginSignalBase = 0;
     c.ginSignalCount = reqs->ginSignalCount;
-    c.ginCounterBase = 0;
     c.ginCounterCount = reqs->ginCounterCount;
     c.ginSignalShadows = (uint64_t *)(base + (size_t)p->shadows * UNIT);
+    c.ginConnectionsRailed = false; /* zinc reaches every rank */
+    c.ginContextsRailed =
+        reqs->ginConnectionType == NCCL_GIN_CONNECTION_RAIL && !reqs->ginForceEnable;
+    /* zinc's signals always order the puts before them (gin.h): legacy signals are strong. */
+    c.ginStrongLegacySignals = true;
     *out = c;
     return ncclSuccess;
 }
@@ -296,8 +351,8 @@ static ncclResult_t build(struct ncclComm *comm, const ncclDevCommRequirements_t
 /* The collective part of one ncclDevCommCreate, run now or at the end of the caller's group. */
 struct create_call {
     struct ncclComm *comm;
-    ncclDevCommRequirements_t reqs; /* its lists must live until then, as NCCL's */
-    ncclDevComm_t *out;
+    ncclDevCommRequirements_t reqs; /* 2.30.7's layout; its lists must live until then, as NCCL's */
+    void *out;                      /* the caller's ncclDevComm, of reqs.version's layout */
 };
 
 static ncclResult_t create_call(void *arg, int run)
@@ -331,13 +386,19 @@ static ncclResult_t create_call(void *arg, int run)
     d->next = devcomms;
     devcomms = d;
     pthread_mutex_unlock(&devcomm_lock);
+    int d_gin = d->gin != NULL;
     d = NULL;
-    *cc->out = made;
+    zn_devcomm_write(cc->out, &made);
     zn_info(ZN_CALL,
-            "comm %p: device communicator made: LSA team %d of %d ranks, %zu bytes of resources, "
-            "%d LSA barriers, %d GIN barriers, %d GIN signals, %d counters",
-            (void *)comm, lsa_size, comm->nranks, (size_t)p.units * UNIT, p.lsa_bars, p.gin_bars,
-            p.nsignals, p.ncounters);
+            "comm %p: device communicator made (caller's header: NCCL %u): LSA team %d of %d "
+            "ranks, %zu bytes of resources, %d + %d LSA barriers, %d + %d + %d + %d GIN "
+            "barriers, %d GIN signals, %d counters, GIN %s",
+            (void *)comm, reqs->version, lsa_size, comm->nranks, (size_t)p.units * UNIT, p.lsa_bars,
+            p.hyb_bars, p.rail_bars, p.hyb_bars, p.hyb_world_bars, p.world_bars, p.nsignals,
+            p.ncounters,
+            !p.gin  ? "off"
+            : d_gin ? "in the LSA team and by the host engine"
+                    : "in the LSA team");
 out:
     if (d) {
         if (d->comm)
@@ -355,16 +416,18 @@ out:
 ZN_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequirements_t *reqs,
        ncclDevComm_t *outDevComm)
 {
-    ZN_CHECK(zn_comm_check(comm, "ncclDevCommCreate"));
+    ZN_CHECK(zn_comm_check_active(comm, "ncclDevCommCreate"));
     if (!reqs) return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommCreate: reqs is NULL");
     if (!outDevComm)
         return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommCreate: outDevComm is NULL");
-    ZN_CHECK(check_reqs(reqs));
+    ncclDevCommRequirements_t r;
+    ZN_CHECK(zn_devreqs_read(reqs, &r));
+    ZN_CHECK(check_reqs(&r));
     /* Host communicators fail alike on every rank, without a collective. */
     ZN_CHECK(servable(comm));
     struct create_call *cc = malloc(sizeof(*cc));
     if (!cc) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
-    *cc = (struct create_call){ .comm = comm, .reqs = *reqs, .out = outDevComm };
+    *cc = (struct create_call){ .comm = comm, .reqs = r, .out = outDevComm };
     return zn_group_defer(comm, create_call, cc);
 }
 
@@ -373,10 +436,11 @@ ZN_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm_t *d
     ZN_CHECK(zn_comm_check(comm, "ncclDevCommDestroy"));
     if (!devComm)
         return zn_error(ncclInvalidArgument, ZN_CALL, "ncclDevCommDestroy: devComm is NULL");
+    ncclWindow_t reswin;
+    ZN_CHECK(zn_devcomm_read_window(devComm, &reswin));
     pthread_mutex_lock(&devcomm_lock);
     struct zn_devcomm **p = &devcomms;
-    while (*p && ((*p)->retired ||
-                  !((*p)->comm == comm && (void *)(*p)->reswin == (void *)devComm->resourceWindow)))
+    while (*p && ((*p)->retired || !((*p)->comm == comm && (void *)(*p)->reswin == (void *)reswin)))
         p = &(*p)->next;
     struct zn_devcomm *d = *p;
     /* LSA peers map this rank's arena: it stays (retired) until the communicator goes, as its
@@ -426,6 +490,21 @@ void zn_devcomms_free(struct ncclComm *comm)
         mine = d->next;
         devcomm_free(d, 0);
     }
+}
+
+size_t zn_devcomms_gpu_bytes(const struct ncclComm *comm)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&devcomm_lock);
+    for (const struct zn_devcomm *d = devcomms; d; d = d->next) {
+        if (d->comm != comm) continue;
+        int releasable;
+        n += d->p2p ? zn_p2p_own_bytes(d->p2p, &releasable) : zn_cuda_alloc_bytes(d->plain);
+        n += zn_cuda_alloc_bytes(d->reswin) + zn_cuda_alloc_bytes(d->table);
+        n += d->gin ? zn_devgin_gpu_bytes(d->gin) : 0;
+    }
+    pthread_mutex_unlock(&devcomm_lock);
+    return n;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -516,13 +595,11 @@ ZN_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTeam_
                         "%s: nBarriers %d, team of %d ranks (need nBarriers >= 0 and 1 to %d "
                         "ranks)",
                         fn, nBarriers, t.nRanks, comm->nranks);
+    /* One signal per barrier; its shadow keeps the epoch (gin_barrier.h), so no buffer. */
     memset(outReq, 0, sizeof(*outReq));
-    outReq->bufferSize = (size_t)nBarriers * 4;
-    outReq->bufferAlign = 16;
-    outReq->outBufferHandle = &outHandle->bufHandle;
     outReq->ginSignalCount = nBarriers;
     outReq->outGinSignalStart = &outHandle->signal0;
-    outHandle->bufHandle = 0;
+    outHandle->unused = 0;
     outHandle->signal0 = 0;
     return ncclSuccess;
 }
@@ -563,24 +640,34 @@ ZN_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommPropertie
     ZN_CHECK(zn_comm_check(comm, "ncclCommQueryProperties"));
     if (!props)
         return zn_error(ncclInvalidArgument, ZN_CALL, "ncclCommQueryProperties: props is NULL");
-    if (props->size < sizeof(*props))
-        return zn_error(ncclInvalidArgument, ZN_CALL,
-                        "ncclCommQueryProperties: props->size is %zu, expected %zu (initialise "
-                        "with NCCL_COMM_PROPERTIES_INITIALIZER)",
-                        props->size, sizeof(*props));
     int lsa_size, lsa_rank;
     zn_dev_lsa(comm, &lsa_size, &lsa_rank);
     int cuda = comm->kind == ZN_COMM_CUDA;
-    props->rank = comm->rank;
-    props->nRanks = comm->nranks;
-    props->cudaDev = cuda ? comm->cuda_dev : -1;
-    props->nvmlDev = cuda ? comm->cuda_dev : -1;
-    props->deviceApiSupport = cuda;
-    props->multimemSupport = false;
-    /* GIN is served by loads and stores in the LSA team, through the host engine beyond it. */
-    props->ginType = cuda ? NCCL_GIN_TYPE_PROXY : NCCL_GIN_TYPE_NONE;
-    props->nLsaTeams = comm->nranks / lsa_size;
-    props->hostRmaSupport = false;
-    props->railedGinType = NCCL_GIN_TYPE_NONE;
-    return ncclSuccess;
+    ncclCommProperties_t mine = NCCL_COMM_PROPERTIES_INITIALIZER;
+    mine.rank = comm->rank;
+    mine.nRanks = comm->nranks;
+    mine.cudaDev = cuda ? comm->cuda_dev : -1;
+    mine.nvmlDev = cuda ? comm->cuda_dev : -1;
+    mine.deviceApiSupport = cuda;
+    mine.multimemSupport = false;
+    /* GIN is served by loads and stores in the LSA team, through the host engine beyond it,
+     * with every rank or the rail team's connected alike. */
+    mine.ginType = cuda ? NCCL_GIN_TYPE_PROXY : NCCL_GIN_TYPE_NONE;
+    mine.railedGinType = mine.ginType;
+    mine.nLsaTeams = comm->nranks / lsa_size;
+    mine.hostRmaSupport = false;
+    return zn_props_write(props, &mine);
+}
+
+/* No multimem handle is ever made (ncclDevCommCreate refuses multimem), so none is valid. */
+ZN_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t offset,
+       ncclMultimemHandle_t multimem, void **outPtr)
+{
+    (void)window;
+    (void)offset;
+    (void)multimem;
+    (void)outPtr;
+    return zn_error(ncclInvalidUsage, ZN_CALL,
+                    "ncclGetMultimemDevicePointer: multimem (NVLink multicast) is not supported "
+                    "by zinc; use ncclGetLsaDevicePointer for each LSA rank");
 }

@@ -27,6 +27,11 @@ struct zn_devgin {
     void *stream;     /* the engine thread's copy stream */
 };
 
+size_t zn_devgin_gpu_bytes(const struct zn_devgin *g)
+{
+    return zn_cuda_alloc_bytes(g->head);
+}
+
 static ncclResult_t dg_copy(void *ctx, void *dst, const void *src, size_t n)
 {
     struct zn_devgin *g = ctx;

@@ -2,8 +2,12 @@
  * compat_devapi: a C++ program built against the reference nccl_device.h (NCCL's device API)
  * and libnccl.so.2, run on zinc's library on host communicators: the host functions must have
  * the reference ABI (teams travel by value in registers; requirements and handles through
- * pointers with the reference layouts). ncclDevCommCreate needs a CUDA communicator, so it
- * must fail with ncclInvalidUsage naming itself; the requirement helpers must fill the
+ * pointers with the reference layouts). zinc's headers are NCCL 2.30's, whose structs start
+ * with size / magic / version; the host calls must still read this program's 2.28.9 structs,
+ * which have none: each field is checked at its 2.28.9 place (lsaMultimem, a negative
+ * ginCounterCount, a multimem team, the GIN use that 2.28.9 needed no connection type for).
+ * ncclDevCommCreate needs a CUDA communicator, so valid requirements must fail with
+ * ncclInvalidUsage naming the host communicator; the requirement helpers must fill the
  * reference structs as zinc's headers lay the buffers out (src/api/devcomm.c).
  *
  *   LD_LIBRARY_PATH=<zinc>/lib ZINC_DEVICE=host zinc-run -n 3 compat_devapi
@@ -63,7 +67,19 @@ int main()
     reqs.lsaMultimem = false;
     reqs.ginCounterCount = -1;
     EXPECT_ERROR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidArgument, "ginCounterCount");
-    reqs.ginCounterCount = 0;
+    /* GIN resources without a connection type (2.30 would refuse them) and world barriers:
+     * accepted, up to the host communicator. */
+    reqs.ginCounterCount = 2;
+    reqs.ginSignalCount = 3;
+    reqs.barrierCount = 4;
+    EXPECT_ERROR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidUsage, "host communicator");
+    ncclTeamRequirements_t team;
+    memset(&team, 0, sizeof(team));
+    team.team = ncclTeamWorld(comm);
+    team.multimem = true;
+    reqs.teamRequirementsList = &team;
+    EXPECT_ERROR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidUsage, "team requirement 0");
+    memset(&reqs, 0, sizeof(reqs));
     memset(&dev, 0, sizeof(dev));
     EXPECT_ERROR(ncclDevCommDestroy(comm, &dev), ncclInvalidArgument, "ncclDevCommDestroy");
 
@@ -100,9 +116,10 @@ int main()
                lsah.nBarriers == 3,
            "ncclLsaBarrierCreateRequirement: %zu bytes, %d barriers", res.bufferSize,
            lsah.nBarriers);
+    /* A GIN barrier keeps its epoch in its signal's shadow: signals, no buffer. */
     EXPECT(ncclGinBarrierCreateRequirement(comm, rail, 2, &ginh, &res) == ncclSuccess &&
-               res.bufferSize == 8 && res.ginSignalCount == 2 &&
-               res.outGinSignalStart == &ginh.signal0 && res.outBufferHandle == &ginh.bufHandle,
+               res.bufferSize == 0 && res.ginSignalCount == 2 &&
+               res.outGinSignalStart == &ginh.signal0 && res.outBufferHandle == NULL,
            "ncclGinBarrierCreateRequirement: %zu bytes, %d signals", res.bufferSize,
            res.ginSignalCount);
     EXPECT(ncclLLA2ACreateRequirement(1, 20, &llh, &res) == ncclSuccess &&

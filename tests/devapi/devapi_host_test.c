@@ -3,6 +3,11 @@
  * zinc's nccl_device.h: argument checks, what a host communicator supports, teams, the
  * requirement helpers' sizes, and window pointers (a host window: an LSA team of one).
  *
+ * Layouts: requirements, properties and device communicators of NCCL 2.30's layout (made
+ * with the initializers) and of 2.28.9's (devapi_legacy.h's copy of it, as a program built
+ * against that header passes them) are read; structs of neither (no initializer, a 2.29 or a
+ * future version, an impossible size) are refused with a message saying why.
+ *
  * Also, within one process: three communicators of one thread (ncclCommInitAll) register two
  * windows each inside one group. Each registration waits for its peers' (an allgather), so
  * they can only complete if the group runs them together at ncclGroupEnd; registered one at a
@@ -12,6 +17,8 @@
  */
 #include <nccl.h>
 #include <nccl_device.h>
+
+#include "devapi_legacy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,8 +62,7 @@ int main(void)
         fprintf(stderr, "[%d] init failed: %s\n", rank, ncclGetLastError(NULL));
         return 2;
     }
-    ncclDevCommRequirements_t reqs;
-    memset(&reqs, 0, sizeof(reqs));
+    ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     ncclDevComm_t dev;
     memset(&dev, 0, sizeof(dev));
 
@@ -69,7 +75,20 @@ int main(void)
     reqs.lsaBarrierCount = 0;
     reqs.ginSignalCount = -3;
     EXPECT_ERR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidArgument, "ginSignalCount");
+    reqs.ginSignalCount = 1 << 30;
+    EXPECT_ERR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidArgument, "ginSignalCount");
+    /* GIN resources need GIN turned on (NCCL 2.30's rule). */
+    reqs.ginSignalCount = 1;
+    EXPECT_ERR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidArgument, "ginConnectionType");
     reqs.ginSignalCount = 0;
+    reqs.barrierCount = 2;
+    EXPECT_ERR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidArgument, "ginConnectionType");
+    reqs.barrierCount = 0;
+    reqs.worldGinBarrierCount = 1;
+    reqs.ginConnectionType = NCCL_GIN_CONNECTION_RAIL;
+    EXPECT_ERR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidArgument, "worldGinBarrierCount");
+    reqs.worldGinBarrierCount = 0;
+    reqs.ginConnectionType = NCCL_GIN_CONNECTION_NONE;
     reqs.lsaMultimem = true;
     EXPECT_ERR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidUsage, "multimem");
     reqs.lsaMultimem = false;
@@ -88,8 +107,72 @@ int main(void)
     reqs.resourceRequirementsList = NULL;
     /* Valid requirements on a host communicator: the device API needs a CUDA one. */
     EXPECT_ERR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidUsage, "host communicator");
+    reqs.barrierCount = reqs.ginSignalCount = reqs.worldGinBarrierCount = 2;
+    reqs.ginConnectionType = NCCL_GIN_CONNECTION_FULL;
+    EXPECT_ERR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidUsage, "host communicator");
+    reqs.ginConnectionType = NCCL_GIN_CONNECTION_NONE;
+    reqs.ginForceEnable = true; /* the old way to ask for GIN */
+    EXPECT_ERR(ncclDevCommCreate(comm, &reqs, &dev), ncclInvalidUsage, "host communicator");
+    ncclDevCommRequirements_t fresh = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs = fresh;
+
+    /* Requirements of neither layout. Not made with the initializer: */
+    ncclDevCommRequirements_t bare;
+    memset(&bare, 0, sizeof(bare));
+    bare.size = sizeof(bare);
+    EXPECT_ERR(ncclDevCommCreate(comm, &bare, &dev), ncclInvalidUsage, "INITIALIZER");
+    /* zeroed by hand: reads as a 2.28.9 struct whose ginForceEnable byte holds 2 */
+    bare.size = 0;
+    bare.lsaBarrierCount = 2;
+    EXPECT_ERR(ncclDevCommCreate(comm, &bare, &dev), ncclInvalidUsage, "2.28.9");
+    /* from NCCL 2.29's header, from a newer one, an impossible size: */
+    ncclDevCommRequirements_t other = reqs;
+    other.version = NCCL_VERSION(2, 29, 7);
+    EXPECT_ERR(ncclDevCommCreate(comm, &other, &dev), ncclInvalidUsage, "2.29.7");
+    other.version = NCCL_VERSION(2, 31, 0);
+    EXPECT_ERR(ncclDevCommCreate(comm, &other, &dev), ncclInvalidUsage, "newer");
+    other = reqs;
+    other.size = 8;
+    EXPECT_ERR(ncclDevCommCreate(comm, &other, &dev), ncclInvalidUsage, "reqs->size is 8");
+    /* An older 2.30 (2.30.4: no GIN signal hints; its padding is not read) is taken. */
+    other = reqs;
+    other.version = NCCL_VERSION(2, 30, 4);
+    other.ginStrongSignalsRequired = 7;
+    EXPECT_ERR(ncclDevCommCreate(comm, &other, &dev), ncclInvalidUsage, "host communicator");
+
+    /* NCCL 2.28.9's layout, as a program built against that header passes it. */
+    struct zn_devreqs_v22809 old;
+    memset(&old, 0, sizeof(old));
+    old.lsaMultimem = true;
+    EXPECT_ERR(ncclDevCommCreate(comm, (ncclDevCommRequirements_t *)&old, &dev), ncclInvalidUsage,
+               "multimem");
+    old.lsaMultimem = false;
+    old.ginCounterCount = -1;
+    EXPECT_ERR(ncclDevCommCreate(comm, (ncclDevCommRequirements_t *)&old, &dev),
+               ncclInvalidArgument, "ginCounterCount");
+    /* 2.28.9 had no connection type: GIN resources alone turned GIN on. */
+    old.ginCounterCount = 1;
+    old.barrierCount = 3;
+    EXPECT_ERR(ncclDevCommCreate(comm, (ncclDevCommRequirements_t *)&old, &dev), ncclInvalidUsage,
+               "host communicator");
+    ncclTeamRequirements_t oldteam;
+    memset(&oldteam, 0, sizeof(oldteam));
+    oldteam.multimem = true;
+    old.teamRequirementsList = &oldteam;
+    EXPECT_ERR(ncclDevCommCreate(comm, (ncclDevCommRequirements_t *)&old, &dev), ncclInvalidUsage,
+               "team requirement 0");
     EXPECT_ERR(ncclDevCommDestroy(comm, NULL), ncclInvalidArgument, "devComm is NULL");
+    /* A device communicator of either layout that this library did not make. */
     EXPECT_ERR(ncclDevCommDestroy(comm, &dev), ncclInvalidArgument, "not made by");
+    dev.magic = NCCL_API_MAGIC;
+    dev.version = NCCL_VERSION_CODE;
+    EXPECT_ERR(ncclDevCommDestroy(comm, &dev), ncclInvalidArgument, "not made by");
+    dev.version = NCCL_VERSION(2, 31, 0);
+    EXPECT_ERR(ncclDevCommDestroy(comm, &dev), ncclInvalidUsage, "newer");
+    struct zn_devcomm_v22809 olddev;
+    memset(&olddev, 0, sizeof(olddev));
+    EXPECT_ERR(ncclDevCommDestroy(comm, (ncclDevComm_t *)&olddev), ncclInvalidArgument,
+               "not made by");
 
     /* What a host communicator supports. */
     ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
@@ -104,7 +187,28 @@ int main(void)
     EXPECT_ERR(ncclCommQueryProperties(comm, NULL), ncclInvalidArgument, "props is NULL");
     ncclCommProperties_t small = props;
     small.size = 8;
-    EXPECT_ERR(ncclCommQueryProperties(comm, &small), ncclInvalidArgument, "props->size");
+    EXPECT_ERR(ncclCommQueryProperties(comm, &small), ncclInvalidUsage, "props->size");
+    small.size = sizeof(small);
+    small.magic = 0;
+    EXPECT_ERR(ncclCommQueryProperties(comm, &small), ncclInvalidUsage, "INITIALIZER");
+    small.magic = NCCL_API_MAGIC;
+    small.version = NCCL_VERSION(2, 31, 0);
+    EXPECT_ERR(ncclCommQueryProperties(comm, &small), ncclInvalidUsage, "newer");
+    /* An older, shorter struct (2.29.2's ended after multimemSupport, 40 bytes): the fields
+     * past its size are not written. */
+    ncclCommProperties_t shorter = NCCL_COMM_PROPERTIES_INITIALIZER;
+    shorter.size = 40;
+    shorter.version = NCCL_VERSION(2, 29, 2);
+    shorter.nLsaTeams = -7;
+    shorter.railedGinType = (ncclGinType_t)99;
+    EXPECT(ncclCommQueryProperties(comm, &shorter) == ncclSuccess && shorter.rank == rank &&
+               shorter.nRanks == nranks && shorter.nLsaTeams == -7 &&
+               (int)shorter.railedGinType == 99,
+           "40-byte properties: rank %d nRanks %d nLsaTeams %d railedGinType %d", shorter.rank,
+           shorter.nRanks, shorter.nLsaTeams, (int)shorter.railedGinType);
+    void *mp = NULL;
+    ncclMultimemHandle_t mmh = { NULL };
+    EXPECT_ERR(ncclGetMultimemDevicePointer(NULL, 0, mmh, &mp), ncclInvalidUsage, "multimem");
 
     /* Teams: host communicators have LSA teams of one. */
     ncclTeam_t world = ncclTeamWorld(comm), lsa = ncclTeamLsa(comm), rail = ncclTeamRail(comm);
@@ -147,8 +251,8 @@ int main(void)
                "outHandle is NULL");
     ncclGinBarrierHandle_t gh;
     EXPECT(ncclGinBarrierCreateRequirement(comm, rail, 5, &gh, &res) == ncclSuccess &&
-               res.bufferSize == 20 && res.ginSignalCount == 5 &&
-               res.outGinSignalStart == &gh.signal0 && res.outBufferHandle == &gh.bufHandle,
+               res.bufferSize == 0 && res.ginSignalCount == 5 &&
+               res.outGinSignalStart == &gh.signal0 && res.outBufferHandle == NULL,
            "GIN barrier requirement: %zu bytes, %d signals", res.bufferSize, res.ginSignalCount);
     EXPECT_ERR(ncclGinBarrierCreateRequirement(NULL, rail, 1, &gh, &res), ncclInvalidArgument,
                "comm is NULL");

@@ -9,7 +9,9 @@
  *                                    barrier epochs carry over from one kernel to the next;
  *                                    plus ncclGetLsaDevicePointer / ncclGetPeerDevicePointer
  *   zinc-run -n N gpu_devapi gin [C] GIN put of C floats (default 777) with SignalInc and
- *                                    CounterInc to every peer, putValue with SignalAdd, then
+ *                                    CounterInc to every peer, putValue with SignalAdd (as
+ *                                    2.28's actions, 2.30's strong / weak ones or the C calls
+ *                                    ncclGinPut / ncclGinPutValue, by peer and rank), then
  *                                    waits on the signal and the counter, and a world barrier
  *                                    (ncclBarrierSession); the data and the final signal value
  *                                    are checked. Under tests/hosts/hostwrap.sh every rank is on
@@ -21,6 +23,12 @@
  *                                    one; a device communicator with LSA barriers works (the
  *                                    LSA kernel on a team of one), and one asking for GIN
  *                                    signals is made (GIN through the host engine)
+ *   zinc-run -n N gpu_devapi timeout timed barrier waits: the other ranks hold back until rank 0
+ *                                    lets them go, so rank 0's timed LSA barrier sync and timed
+ *                                    world GIN barrier sync must return ncclTimeout (every
+ *                                    thread); rank 0 then lets them go, and an untimed wait /
+ *                                    sync finishes the open round, and a timed round with
+ *                                    everyone there returns ncclSuccess
  *   gpu_devapi oneproc [N]           one process drives N GPUs (default: all, at least 2), as
  *                                    nccl-tests -g N does: ncclCommInitAll, windows registered
  *                                    and device communicators made in groups (the latter with
@@ -115,8 +123,7 @@ static void run_lsa(ncclComm_t comm)
     ncclWindow_t win;
     NCCLCHECK(ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
     ncclTeam_t lsa = ncclTeamLsa(comm);
-    ncclDevCommRequirements_t reqs;
-    memset(&reqs, 0, sizeof(reqs));
+    ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.lsaBarrierCount = blocks;
     ncclDevComm_t dev;
     NCCLCHECK(ncclDevCommCreate(comm, &reqs, &dev));
@@ -180,28 +187,64 @@ __global__ void gin_kernel(ncclDevComm comm, ncclWindow_t win, int chunk,
     ncclTeam world = ncclTeamWorld(comm);
     uint64_t before = gin.readSignal(0);
     uint64_t counted = gin.readCounter(0);
-    ncclBarrierSession<ncclCoopCta> bar(ncclCoopCta(), ncclTeamTagWorld(), gin, 0);
-    bar.sync(ncclCoopCta(), cuda::memory_order_acquire, ncclGinFenceLevel::Relaxed);
-    /* values: 8-byte aligned after the received chunks (chunk is odd). */
-    size_t recv = (size_t)chunk * 4, values = (recv + (size_t)comm.nRanks * chunk * 4 + 7) / 8 * 8;
-    /* Warp w puts to peer w: the whole chunk, then a value of its own. */
-    int w = threadIdx.x / 32;
-    for (int peer = w; peer < comm.nRanks; peer += blockDim.x / 32) {
-        gin.put(world, peer, win, recv + (size_t)comm.rank * chunk * 4, win, 0, (size_t)chunk * 4,
-                ncclGin_SignalInc{ 0 }, ncclGin_CounterInc{ 0 }, ncclCoopWarp());
-        gin.putValue(world, peer, win, values + (size_t)comm.rank * 8,
-                     (unsigned long long)(1000 + comm.rank), ncclGin_SignalAdd{ 0, 5 },
-                     ncclCoopWarp());
+    {
+        ncclBarrierSession<ncclCoopCta> bar(ncclCoopCta(), ncclTeamTagWorld(), gin, 0);
+        bar.sync(ncclCoopCta(), cuda::memory_order_acquire, ncclGinFenceLevel::Relaxed);
+        /* values: 8-byte aligned after the received chunks (chunk is odd). */
+        size_t recv = (size_t)chunk * 4,
+               values = (recv + (size_t)comm.nRanks * chunk * 4 + 7) / 8 * 8;
+        /* Warp w puts to peer w: the whole chunk, then a value of its own. */
+        int w = threadIdx.x / 32;
+        /* By (peer + rank) % 3: the older actions, 2.30's strong / weak ones, the C calls. */
+        ncclGin_C gc(comm, NCCL_GIN_BACKEND_MASK_ALL, 0);
+        for (int peer = w; peer < comm.nRanks; peer += blockDim.x / 32) {
+            size_t dst = recv + (size_t)comm.rank * chunk * 4, bytes = (size_t)chunk * 4;
+            unsigned long long v = 1000 + comm.rank;
+            if ((peer + comm.rank) % 3 == 2) {
+                ncclCoopAny warp(ncclCoopWarp{});
+                ncclGinPut(&gc, world, peer, win, dst, win, 0, bytes, true, 0, ncclGinSignalInc, 0,
+                           true, 0, warp, false, nullptr, cuda::thread_scope_thread,
+                           cuda::thread_scope_device);
+                ncclGinPutValue(&gc, world, peer, win, values + (size_t)comm.rank * 8, v, 8, true,
+                                0, ncclGinSignalAdd, 5, warp, false, nullptr,
+                                cuda::thread_scope_thread, cuda::thread_scope_device);
+            } else if ((peer + comm.rank) % 3 == 0) {
+                gin.put(world, peer, win, dst, win, 0, bytes, ncclGin_SignalInc{ 0 },
+                        ncclGin_CounterInc{ 0 }, ncclCoopWarp());
+                gin.putValue(world, peer, win, values + (size_t)comm.rank * 8, v,
+                             ncclGin_SignalAdd{ 0, 5 }, ncclCoopWarp());
+            } else {
+                gin.put(world, peer, win, dst, win, 0, bytes, ncclGin_StrongSignalInc{ 0 },
+                        ncclGin_WeakCounterInc{ 0 }, ncclCoopWarp(), ncclGin_None{},
+                        cuda::thread_scope_thread, cuda::thread_scope_device,
+                        ncclGinOptFlagsAggregateRequests);
+                gin.putValue(world, peer, win, values + (size_t)comm.rank * 8, v,
+                             ncclGin_WeakSignalAdd{ 0, 5 }, ncclCoopWarp());
+            }
+        }
+        /* Each peer's put adds 1, its value 5. */
+        gin.waitSignal(ncclCoopCta(), 0, before + 6 * comm.nRanks);
+        gin.waitCounter(ncclCoopCta(), 0, counted + comm.nRanks);
+        ncclGinRequest_t req;
+        gin.flushAsync(world, (comm.rank + 1) % comm.nRanks, &req, ncclCoopCta());
+        gin.wait(req, ncclCoopCta());
+        gin.flush(ncclCoopCta());
+        if (threadIdx.x == 0) {
+            result[0] = gin.readSignal(0) - before;
+            result[1] = gin.readCounter(0) - counted;
+        }
+        bar.sync(ncclCoopCta(), cuda::memory_order_release, ncclGinFenceLevel::Relaxed);
+        /* The world's other barriers: the hybrid one with a Put fence (one GIN barrier over the
+         * world), the world GIN barrier, and the free functions. None may return before every rank
+         * has read its results above (results are compared after the kernel). */
+        bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+    } /* a barrier's session ends before another session of that barrier begins */
+    {
+        ncclGinBarrierSession<ncclCoopCta> wb(ncclCoopCta(), gin, ncclTeamTagWorld(), 0);
+        wb.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
     }
-    /* Each peer's put adds 1, its value 5. */
-    gin.waitSignal(ncclCoopCta(), 0, before + 6 * comm.nRanks);
-    gin.waitCounter(ncclCoopCta(), 0, counted + comm.nRanks);
-    gin.flush(ncclCoopCta());
-    if (threadIdx.x == 0) {
-        result[0] = gin.readSignal(0) - before;
-        result[1] = gin.readCounter(0) - counted;
-    }
-    bar.sync(ncclCoopCta(), cuda::memory_order_release, ncclGinFenceLevel::Relaxed);
+    ncclGinBarrier(ncclCoopCta(), ncclGinAllContexts(comm), ncclTeamTagWorld(), 0);
+    ncclBarrier(ncclCoopCta(), ncclTeamTagWorld(), gin, 0);
 }
 
 static void run_gin(ncclComm_t comm, int chunk)
@@ -220,11 +263,12 @@ static void run_gin(ncclComm_t comm, int chunk)
     EXPECT(props.ginType != NCCL_GIN_TYPE_NONE && props.deviceApiSupport && !props.multimemSupport,
            "properties: ginType %d, deviceApiSupport %d, multimemSupport %d", (int)props.ginType,
            props.deviceApiSupport, props.multimemSupport);
-    ncclDevCommRequirements_t reqs;
-    memset(&reqs, 0, sizeof(reqs));
+    ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.barrierCount = 1;
+    reqs.worldGinBarrierCount = 1;
     reqs.ginSignalCount = 1;
     reqs.ginCounterCount = 1;
+    reqs.ginConnectionType = NCCL_GIN_CONNECTION_FULL;
     ncclDevComm_t dev;
     NCCLCHECK(ncclDevCommCreate(comm, &reqs, &dev));
     unsigned long long *result;
@@ -307,8 +351,7 @@ static void run_lla2a(ncclComm_t comm)
     int maxElts = n * A2A_ELTS + n;
     int slots = ncclLLA2ACalcSlots(maxElts, 16); /* the float4 needs 2 lines */
     NCCLCHECK(ncclLLA2ACreateRequirement(1, slots, &h, &res));
-    ncclDevCommRequirements_t reqs;
-    memset(&reqs, 0, sizeof(reqs));
+    ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.resourceRequirementsList = &res;
     ncclDevComm_t dev;
     NCCLCHECK(ncclDevCommCreate(comm, &reqs, &dev));
@@ -349,9 +392,9 @@ static void run_hosts(ncclComm_t comm)
            lsa.rank);
     EXPECT(rail.nRanks == nranks && rail.rank == rank && rail.stride == 1, "rail team {%d, %d, %d}",
            rail.nRanks, rail.rank, rail.stride);
-    ncclDevCommRequirements_t reqs;
-    memset(&reqs, 0, sizeof(reqs));
+    ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.ginSignalCount = 1;
+    reqs.ginConnectionType = NCCL_GIN_CONNECTION_FULL;
     ncclDevComm_t dev;
     ncclResult_t r = ncclDevCommCreate(comm, &reqs, &dev);
     EXPECT(r == ncclSuccess, "GIN across hosts: %d (%s)", (int)r, ncclGetLastError(NULL));
@@ -369,7 +412,8 @@ static void run_hosts(ncclComm_t comm)
     CUDACHECK(cudaMemset(buf, 0, bytes));
     ncclWindow_t win;
     NCCLCHECK(ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
-    memset(&reqs, 0, sizeof(reqs));
+    ncclDevCommRequirements_t lsa_reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs = lsa_reqs;
     reqs.lsaBarrierCount = 1;
     NCCLCHECK(ncclDevCommCreate(comm, &reqs, &dev));
     std::vector<float> in(count), out(count * 2);
@@ -386,6 +430,119 @@ static void run_hosts(ncclComm_t comm)
     void *p;
     EXPECT(ncclGetPeerDevicePointer(win, 0, (rank + 1) % nranks, &p) == ncclInvalidArgument,
            "a peer on another host has a device pointer");
+    NCCLCHECK(ncclDevCommDestroy(comm, &dev));
+    NCCLCHECK(ncclCommWindowDeregister(comm, win));
+    NCCLCHECK(ncclMemFree(buf));
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* timeout: window = go flag (uint32); signal 0 is GIN's go; result[0..5] from rank 0        */
+
+#define TIMEOUT_CYCLES 200000ull /* far shorter than "never": the peers wait for rank 0 */
+#define NO_TIMEOUT     (~0ull >> 1)
+
+__global__ void timeout_kernel(ncclDevComm comm, ncclWindow_t win, int *result)
+{
+    __shared__ int mixed; /* some thread saw another result than thread 0 */
+    if (threadIdx.x == 0) mixed = 0;
+    __syncthreads();
+    ncclCoopCta cta;
+    ncclTeam lsa = ncclTeamLsa(comm), world = ncclTeamWorld(comm);
+    ncclGin gin(comm, 0);
+    int me = comm.rank;
+    if (lsa.nRanks > 1) {
+        ncclLsaBarrierSession<ncclCoopCta> bar(cta, comm, ncclTeamTagLsa(), 0);
+        if (me == 0) {
+            ncclResult_t r1 = bar.sync(cta, cuda::memory_order_acq_rel, TIMEOUT_CYCLES);
+            int r1_0 = __shfl_sync(~0u, (int)r1, 0);
+            if ((int)r1 != r1_0) atomicOr(&mixed, 1);
+            if (threadIdx.x == 0) {
+                result[0] = r1;
+                for (int p = 1; p < lsa.nRanks; p++)
+                    cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(
+                        *(uint32_t *)ncclGetLsaPointer(win, 0, p))
+                        .store(1, cuda::memory_order_release);
+            }
+            /* The round is still open: an untimed wait finishes it. */
+            bar.wait(cta, cuda::memory_order_acquire);
+            ncclResult_t r3 = bar.sync(cta, cuda::memory_order_acq_rel, NO_TIMEOUT);
+            if (threadIdx.x == 0) result[1] = r3;
+        } else {
+            if (threadIdx.x == 0) {
+                cuda::atomic_ref<uint32_t, cuda::thread_scope_system> go(
+                    *(uint32_t *)ncclGetLocalPointer(win, 0));
+                while (go.load(cuda::memory_order_acquire) == 0) {
+                }
+            }
+            __syncthreads();
+            bar.sync(cta, cuda::memory_order_acq_rel);
+            bar.sync(cta, cuda::memory_order_acq_rel);
+        }
+    }
+    if (world.nRanks > 1) {
+        ncclGinBarrierSession<ncclCoopCta> gb(cta, gin, ncclTeamTagWorld(), 0);
+        if (me == 0) {
+            ncclResult_t r1 =
+                gb.sync(cta, cuda::memory_order_acq_rel, ncclGinFenceLevel::Put, TIMEOUT_CYCLES);
+            int r1_0 = __shfl_sync(~0u, (int)r1, 0);
+            if ((int)r1 != r1_0) atomicOr(&mixed, 2);
+            if (threadIdx.x == 0) result[2] = r1;
+            for (int p = 1 + (int)threadIdx.x; p < world.nRanks; p += blockDim.x)
+                gin.signal(world, p, ncclGin_SignalInc{ 0 }, ncclCoopThread());
+            ncclResult_t r2 =
+                gb.sync(cta, cuda::memory_order_acq_rel, ncclGinFenceLevel::Put, NO_TIMEOUT);
+            ncclResult_t r3 =
+                gb.sync(cta, cuda::memory_order_acq_rel, ncclGinFenceLevel::Put, NO_TIMEOUT);
+            if (threadIdx.x == 0) {
+                result[3] = r2;
+                result[4] = r3;
+            }
+        } else {
+            gin.waitSignal(cta, 0, 1);
+            gb.sync(cta, cuda::memory_order_acq_rel);
+            gb.sync(cta, cuda::memory_order_acq_rel);
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) result[5] = mixed;
+}
+
+static void run_timeout(ncclComm_t comm)
+{
+    size_t bytes = 4096;
+    void *buf;
+    NCCLCHECK(ncclMemAlloc(&buf, bytes));
+    CUDACHECK(cudaMemset(buf, 0, bytes));
+    ncclWindow_t win;
+    NCCLCHECK(ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+    ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.lsaBarrierCount = 1;
+    reqs.worldGinBarrierCount = 1;
+    reqs.ginSignalCount = 1;
+    reqs.ginConnectionType = NCCL_GIN_CONNECTION_FULL;
+    ncclDevComm_t dev;
+    NCCLCHECK(ncclDevCommCreate(comm, &reqs, &dev));
+    EXPECT(dev.magic == NCCL_API_MAGIC && dev.version == NCCL_VERSION_CODE,
+           "devComm magic 0x%x version %u", dev.magic, dev.version);
+    int *result, got[6] = { -1, -1, -1, -1, -1, -1 };
+    CUDACHECK(cudaMalloc(&result, sizeof(got)));
+    CUDACHECK(cudaMemcpy(result, got, sizeof(got), cudaMemcpyHostToDevice));
+    timeout_kernel<<<1, 128>>>(dev, win, result);
+    CUDACHECK(cudaGetLastError());
+    CUDACHECK(cudaDeviceSynchronize());
+    CUDACHECK(cudaMemcpy(got, result, sizeof(got), cudaMemcpyDeviceToHost));
+    if (rank == 0) {
+        if (dev.lsaSize > 1)
+            EXPECT(got[0] == ncclTimeout && got[1] == ncclSuccess,
+                   "LSA barrier: timed sync %d (expected ncclTimeout %d), then %d", got[0],
+                   (int)ncclTimeout, got[1]);
+        if (nranks > 1)
+            EXPECT(got[2] == ncclTimeout && got[3] == ncclSuccess && got[4] == ncclSuccess,
+                   "GIN barrier: timed sync %d (expected ncclTimeout %d), then %d, %d", got[2],
+                   (int)ncclTimeout, got[3], got[4]);
+        EXPECT(got[5] == 0, "threads of one coop saw different results (%d)", got[5]);
+    }
+    CUDACHECK(cudaFree(result));
     NCCLCHECK(ncclDevCommDestroy(comm, &dev));
     NCCLCHECK(ncclCommWindowDeregister(comm, win));
     NCCLCHECK(ncclMemFree(buf));
@@ -446,8 +603,7 @@ static int run_oneproc(int want)
     }
     NCCLCHECK(ncclGroupEnd());
     /* nccl-tests makes the device communicators with whatever GPU its last loop left current. */
-    ncclDevCommRequirements_t reqs;
-    memset(&reqs, 0, sizeof(reqs));
+    ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     reqs.lsaBarrierCount = blocks;
     NCCLCHECK(ncclGroupStart());
     for (int d = 0; d < n; d++) NCCLCHECK(ncclDevCommCreate(comms[d], &reqs, &dev[d]));
@@ -522,6 +678,8 @@ int main(int argc, char **argv)
         run_lla2a(comm);
     else if (!strcmp(mode, "hosts"))
         run_hosts(comm);
+    else if (!strcmp(mode, "timeout"))
+        run_timeout(comm);
     else {
         fprintf(stderr, "gpu_devapi: unknown mode %s\n", mode);
         return 2;

@@ -10,13 +10,15 @@ int host_part(ncclComm_t comm, ncclDevComm const &dc)
 {
     ncclTeam_t world = ncclTeamWorld(comm), lsa = ncclTeamLsa(dc), rail = ncclTeamRail(dc);
     ncclTeam_t inner = ncclTeamInnerFactor(world, 2), outer = ncclTeamOuterFactor(world, 2);
-    ncclDevCommRequirements_t reqs = {};
+    ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     ncclDevResourceRequirements_t res = {};
     ncclLsaBarrierHandle_t lh;
     ncclGinBarrierHandle_t gh;
     ncclLLA2AHandle_t ah;
     reqs.resourceRequirementsList = &res;
     reqs.barrierCount = reqs.lsaBarrierCount = reqs.ginSignalCount = reqs.ginCounterCount = 1;
+    reqs.worldGinBarrierCount = 1;
+    reqs.ginConnectionType = NCCL_GIN_CONNECTION_FULL;
     ncclLsaBarrierCreateRequirement(lsa, 1, &lh, &res);
     ncclGinBarrierCreateRequirement(comm, rail, 1, &gh, &res);
     ncclLLA2ACreateRequirement(1, ncclLLA2ACalcSlots(8, 8), &ah, &res);
@@ -29,6 +31,7 @@ int host_part(ncclComm_t comm, ncclDevComm const &dc)
     ncclGetLsaDevicePointer(nullptr, 0, 0, &p);
     ncclGetPeerDevicePointer(nullptr, 0, 0, &p);
     ncclGetLsaMultimemDevicePointer(nullptr, 0, &p);
+    ncclGetMultimemDevicePointer(nullptr, 0, dc.lsaMultimem, &p);
     ncclSymPtr<float> s(nullptr, 16);
     s += 2;
     s -= 1L;
@@ -64,6 +67,9 @@ __device__ void session_part(Coop coop, ncclDevComm const &comm, ncclWindow_t w,
     {
         ncclLsaBarrierSession<Coop> bar(coop, comm, ncclTeamLsa(comm), comm.lsaBarrier, 1, true);
         bar.sync(coop, cuda::memory_order_relaxed);
+        ncclResult_t r = bar.sync(coop, cuda::memory_order_acq_rel, 1000);
+        if (r == ncclTimeout) r = bar.wait(coop, cuda::memory_order_acquire, ~0ull);
+        out[4] = r == ncclSuccess;
     }
     ncclGin gin(comm, 0);
     ncclTeam world = ncclTeamWorld(comm);
@@ -74,7 +80,48 @@ __device__ void session_part(Coop coop, ncclDevComm const &comm, ncclWindow_t w,
     gin.putValue(world, 0, w, 8, 7, ncclGin_SignalInc{ 0 }, coop);
     gin.putValue(world, 0, ncclSymPtr<double>(w, 8), 1.0);
     gin.signal(world, 0, ncclGin_SignalAdd{ 0, 3 }, coop);
+    /* NCCL 2.30's strong / weak actions and hints. */
+    gin.put(world, 0, w, 0, w, 64, 100, ncclGin_StrongSignalInc{ 0 }, ncclGin_WeakCounterInc{ 0 },
+            coop, ncclGin_None{}, cuda::thread_scope_thread, cuda::thread_scope_device,
+            ncclGinOptFlagsMaySkipCreditCheck, ncclGin_SegmentMixed{});
+    gin.put(world, 0, ncclSymPtr<float>(w, 0), ncclSymPtr<float>(w, 64), 4,
+            ncclGin_WeakSignalAdd{ 1, 2 }, ncclGin_None{}, coop, ncclGin_None{},
+            cuda::thread_scope_thread, cuda::thread_scope_device, ncclGinOptFlagsDefault,
+            ncclGin_SegmentHostNuma{});
+    gin.putValue(world, 0, w, 8, 7, ncclGin_StrongSignalAdd{ 0, 4 }, coop);
+    gin.signal(world, 0, ncclGin_WeakSignalInc{ 0 }, coop);
+    ncclGinRequest_t req;
+    gin.flushAsync(world, 0, &req, coop, ncclGinOptFlagsAggregateRequests);
+    gin.wait(req, coop);
+    ncclGin gin_cta(comm, 1, NCCL_GIN_RESOURCE_SHARING_CTA);
+    gin_cta.flush(coop, cuda::memory_order_acquire, ncclGin_None{});
     gin.flush(coop);
+    /* The C-callable functions, with the coop behind ncclCoopAny. */
+    ncclGin_C gc(comm, NCCL_GIN_BACKEND_MASK_ALL, 0);
+    ncclGin_C_init(&gc, NCCL_GIN_BACKEND_MASK_ALL, comm, 0);
+    ncclGin_C_initWithResourceSharingMode(&gc, NCCL_GIN_BACKEND_MASK_ALL, comm, 0,
+                                          NCCL_GIN_RESOURCE_SHARING_THREAD);
+    ncclCoopAny any(coop);
+    ncclGinPut(&gc, world, 0, w, 0, w, 64, 100, true, 0, ncclGinSignalAdd, 3, true, 0, any, false,
+               nullptr, cuda::thread_scope_thread, cuda::thread_scope_device);
+    ncclGinPut_v2(&gc, world, 0, w, 0, w, 64, 100, false, 0, ncclGinSignalInc, 0, false, 0, any,
+                  false, nullptr, cuda::thread_scope_thread, cuda::thread_scope_device, 0);
+    ncclGinPutValue(&gc, world, 0, w, 8, 5, 2, true, 0, ncclGinSignalInc, 0, any, false, nullptr,
+                    cuda::thread_scope_thread, cuda::thread_scope_device);
+    ncclGinPutValue_v2(&gc, world, 0, w, 8, 5, 8, false, 0, ncclGinSignalInc, 0, any, false,
+                       nullptr, cuda::thread_scope_thread, cuda::thread_scope_device, 0);
+    ncclGinSignal(&gc, world, 0, true, 0, ncclGinSignalInc, 0, any, false, nullptr,
+                  cuda::thread_scope_thread, cuda::thread_scope_device);
+    ncclGinSignal_v2(&gc, world, 0, true, 0, ncclGinSignalAdd, 2, any, false, nullptr,
+                     cuda::thread_scope_thread, cuda::thread_scope_device, 0);
+    ncclGinFlush(&gc, any, cuda::memory_order_acquire);
+    ncclGinWaitSignal(&gc, any, 0, ncclGinReadSignal(&gc, 0, 64, cuda::memory_order_acquire), 64,
+                      cuda::memory_order_acquire);
+    ncclGinWaitCounter(&gc, any, 0, ncclGinReadCounter(&gc, 0, 56, cuda::memory_order_acquire), 56,
+                       cuda::memory_order_acquire);
+    *ncclGinGetSignalShadowPtr(&gc, 0) += any.size() + any.num_threads() + any.thread_rank();
+    ncclGinResetSignal(&gc, 0);
+    ncclGinResetCounter(&gc, 0);
     uint64_t sig = gin.readSignal(0, 32), cnt = gin.readCounter(0);
     gin.waitSignal(coop, 0, sig);
     gin.waitCounter(coop, 0, cnt);
@@ -88,7 +135,32 @@ __device__ void session_part(Coop coop, ncclDevComm const &comm, ncclWindow_t w,
     {
         ncclGinBarrierSession<Coop> gb(coop, gin, ncclTeamTagRail(), 0);
         gb.sync(coop, cuda::memory_order_acq_rel, ncclGinFenceLevel::Relaxed);
+        gb.sync(coop, cuda::memory_order_acq_rel);
+        ncclResult_t r = gb.sync(coop, cuda::memory_order_acquire, ncclGinFenceLevel::Put, 1000);
+        out[5] = r == ncclTimeout;
     }
+    {
+        ncclGinBarrierSession<Coop> gb(coop, gin, ncclTeamTagWorld(), 0);
+        gb.sync(coop, cuda::memory_order_acq_rel, ncclGinFenceLevel::Put | ncclGinFenceLevel::Get);
+    }
+    {
+        ncclGinAllContexts all(comm);
+        ncclGinBarrierSession<Coop> a(coop, all, ncclTeamTagWorld(), 0);
+        a.sync(coop, cuda::memory_order_acq_rel, ncclGinFenceLevel::None);
+        ncclGinBarrierSession<Coop> b(coop, all, ncclTeamTagRail(), 1);
+        b.sync(coop, cuda::memory_order_acq_rel);
+        ncclGinBarrierSession<Coop> c(coop, all, ncclTeamRail(comm), comm.railGinBarrier, 2);
+        c.sync(coop, cuda::memory_order_acq_rel);
+    }
+    ncclGinBarrier(coop, gin, ncclTeamTagWorld(), 0);
+    ncclGinBarrier(coop, gin, ncclTeamTagRail(), 0, cuda::memory_order_release);
+    ncclGinBarrier(coop, gin, ncclTeamWorld(comm), comm.worldGinBarrier, 0);
+    ncclGinBarrier(coop, ncclGinAllContexts(comm), ncclTeamTagWorld(), 0);
+    ncclGinBarrier(coop, ncclGinAllContexts(comm), ncclTeamTagRail(), 0);
+    ncclGinBarrier(coop, ncclGinAllContexts(comm), ncclTeamRail(comm), comm.railGinBarrier, 0);
+    ncclBarrier(coop, ncclTeamTagWorld(), gin, 0);
+    ncclBarrier(coop, ncclTeamTagRail(), gin, 0, cuda::memory_order_acq_rel,
+                ncclGinFenceLevel::None);
     {
         ncclBarrierSession<Coop> b(coop, ncclTeamTagWorld(), gin, 0);
         b.sync(coop, cuda::memory_order_acq_rel, ncclGinFenceLevel::Relaxed);
@@ -99,6 +171,14 @@ __device__ void session_part(Coop coop, ncclDevComm const &comm, ncclWindow_t w,
     {
         ncclBarrierSession<Coop> b(coop, ncclTeamTagLsa(), comm, 0);
         b.sync(coop, cuda::memory_order_acq_rel, ncclGinFenceLevel::Relaxed);
+        out[6] =
+            b.sync(coop, cuda::memory_order_acq_rel, ncclGinFenceLevel::Put, 5000) == ncclSuccess;
+    }
+    {
+        ncclBarrierSession<Coop> b(coop, ncclTeamTagWorld(), gin, 0);
+        b.sync(coop, cuda::memory_order_acq_rel);
+        out[7] =
+            b.sync(coop, cuda::memory_order_acq_rel, ncclGinFenceLevel::None, 5000) == ncclSuccess;
     }
     {
         ncclBarrierSession<Coop> b(coop, ncclTeamTagRail(), gin, 0);

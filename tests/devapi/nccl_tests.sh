@@ -1,6 +1,8 @@
 #!/bin/sh
-# devapi_nccl_tests: every src/*.cu of an nccl-tests checkout (2.19.6 uses the device API with
-# NCCL >= 2.28) compiles against zinc's headers, not NVIDIA's. Skips (77) without a checkout.
+# devapi_nccl_tests: every src/*.cu of an nccl-tests checkout compiles against zinc's headers,
+# not NVIDIA's. nccl-tests 2.19.6 takes its NCCL >= 2.29 path with zinc's 2.30 headers: the
+# requirements initializer, ginConnectionType, ncclCommQueryProperties. Skips (77) without a
+# checkout.
 # Usage: nccl_tests.sh NVCC ARCH ZINC_INCLUDE NCCL_TESTS_DIR
 set -eu
 nvcc=$1 arch=$2 inc=$3 src=${4:-}
