@@ -45,6 +45,23 @@ struct zn_unique_id {
 };
 _Static_assert(sizeof(struct zn_unique_id) <= NCCL_UNIQUE_ID_BYTES, "unique id fits");
 
+/* What follows struct zn_unique_id in an id made by ncclCommGetUniqueId (zn_boot_get_grow_id):
+ * the tag says so, and the size of the communicator it grows says which ranks are new. Other
+ * ids have zeros there.
+ *
+ *    0                           88        92              96
+ *    +---------------------------+---------+---------------+
+ *    | struct zn_unique_id       | tag     | parent nranks |
+ *    +---------------------------+---------+---------------+
+ */
+#define ZN_GROW_TAG 0x776f7247u /* "Grow" */
+struct zn_grow_tail {
+    uint32_t tag;
+    int32_t parent_nranks;
+};
+_Static_assert(sizeof(struct zn_unique_id) + sizeof(struct zn_grow_tail) <= NCCL_UNIQUE_ID_BYTES,
+               "grow id fits");
+
 struct zn_boot;
 
 /* A job secret (see above), copied from a parent communicator's bootstrap to its children's. */
@@ -65,6 +82,24 @@ ncclResult_t zn_boot_get_unique_id(ncclUniqueId *out);
 /* A unique id served by a new root in this process, whatever ZINC_COMM_ID says (for
  * communicators private to the process, such as ncclCommInitAll's). */
 ncclResult_t zn_boot_get_private_id(ncclUniqueId *out);
+
+/* A root started for one ncclCommGrow, as its holder sees it. */
+struct zn_boot_root;
+
+/* ncclCommGetUniqueId: an id with a new root in this process (ZINC_COMM_ID plays no part), a
+ * random magic and a fresh random job secret, and the grow tail above. The root serves one
+ * rendezvous; after it, until its deadline, it answers every rank that proves the secret with
+ * an error saying that the id was used (root.c). *root is the holder's handle: close it to fail
+ * a grow that will not come, or release it to let the root run on by itself. */
+ncclResult_t zn_boot_get_grow_id(int parent_nranks, ncclUniqueId *out, struct zn_boot_root **root);
+/* The size of the communicator that a grow id grows, or -1 if id was not made by
+ * zn_boot_get_grow_id. */
+int zn_boot_grow_id_parent(const ncclUniqueId *id);
+/* Fail the root's rendezvous with code and why (the ranks that joined and those that join
+ * until its deadline get them), unless it already served or failed; then release h. */
+void zn_boot_root_close(struct zn_boot_root *h, ncclResult_t code, const char *why);
+/* Drop the holder's handle: the root runs on and ends at its deadline. */
+void zn_boot_root_release(struct zn_boot_root *h);
 
 /* The id every rank derives from the same "host:port" (MSCCL++'s mscclppCommInitRank): rank 0
  * serves the rendezvous there inside zn_boot_init, as with ZINC_COMM_ID. */
@@ -127,5 +162,9 @@ void zn_boot_destroy(struct zn_boot *b);
 /* Internal to the bootstrap layer: start a root serving one init of a job. */
 ncclResult_t zn_boot_root_start(const union zn_sockaddr *addr, uint64_t magic,
                                 const uint8_t secret[32], union zn_sockaddr *bound);
+/* The same for a grow id: single use, with a handle for its holder (zn_boot_get_grow_id). */
+ncclResult_t zn_boot_root_start_grow(const union zn_sockaddr *addr, uint64_t magic,
+                                     const uint8_t secret[32], union zn_sockaddr *bound,
+                                     struct zn_boot_root **handle);
 
 #endif

@@ -8,6 +8,13 @@
  * length costs only its own descriptor: it is closed and logged and the root keeps serving.
  * Each connection gets a CHALLENGE at once; its HELLO must answer it with the job secret
  * (wire.h) and come within ZINC_TIMEOUT.
+ *
+ * A root of ncclCommGrow (zn_boot_root_start_grow) serves one rendezvous too, but its id must
+ * not serve a second one: after it answered its ranks it keeps listening until its deadline and
+ * answers every later rank that proves the secret with an ERROR saying that the id was used,
+ * so a reuse fails at once with that reason instead of timing out against a closed port. Its
+ * holder (the communicator that handed the id out) may fail it early through a pipe, so that
+ * ranks waiting for a grow that will not come learn why at once.
  */
 #include "bootstrap.h"
 #include "wire.h"
@@ -16,7 +23,9 @@
 #include "util/thread.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +58,32 @@ struct root {
     int failed;
     ncclResult_t fail_code;
     char fail_msg[512];
+    /* Roots of ncclCommGrow only (see above); ctl is -1, -1 and refs 1 for the others. The
+     * holder writes a struct root_ctl into ctl[1]; refs counts the thread and the holder. */
+    int single_use;
+    int ctl[2];
+    atomic_int refs;
 };
+
+/* What the holder of a grow root sends through its pipe to fail it (under PIPE_BUF: one
+ * atomic write). */
+struct root_ctl {
+    int32_t code;
+    char text[508];
+};
+
+/* The holder's handle (bootstrap.h). */
+struct zn_boot_root {
+    struct root *r;
+};
+
+static void root_put(struct root *r)
+{
+    if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+    if (r->ctl[0] >= 0) close(r->ctl[0]);
+    if (r->ctl[1] >= 0) close(r->ctl[1]);
+    free(r);
+}
 
 static void conn_close(struct root *r, int i)
 {
@@ -258,10 +292,33 @@ static int serve_conn(struct root *r, int i)
     return 0;
 }
 
-static void root_loop(struct root *r)
+/* The holder failed this grow root (zn_boot_root_close): tell the ranks that joined, and those
+ * that join until the deadline, why. Quiet when nobody joined: a grow that never started. */
+static void serve_ctl(struct root *r)
+{
+    struct root_ctl m;
+    ssize_t n = read(r->ctl[0], &m, sizeof(m));
+    if (n < (ssize_t)sizeof(m.code) || r->failed) return;
+    size_t len = (size_t)n - sizeof(m.code);
+    if (len >= sizeof(m.text)) len = sizeof(m.text) - 1;
+    m.text[len] = 0;
+    ncclResult_t code = (ncclResult_t)m.code;
+    if (r->njoined > 0) {
+        fail_all(r, code, m.text);
+        return;
+    }
+    zn_info(ZN_BOOT, "bootstrap root %s: %s", r->where, m.text);
+    r->failed = 1;
+    r->fail_code = code;
+    snprintf(r->fail_msg, sizeof(r->fail_msg), "%s", m.text);
+}
+
+/* Serve connections until every rank joined (1), or until the deadline once the rendezvous
+ * failed or nobody joined in time (0). */
+static int root_serve(struct root *r)
 {
     struct pollfd *pfds = NULL;
-    int pcap = 0;
+    int pcap = 0, all_joined = 0;
     while (r->failed || r->nranks == 0 || r->njoined < r->nranks) {
         if (zn_now_ns() >= r->deadline) {
             if (r->failed) goto out;
@@ -287,8 +344,8 @@ static void root_loop(struct root *r)
                         r->where, r->conns[i].peer);
                 conn_close(r, i);
             }
-        if (pcap < r->nconns + 1) {
-            pcap = (r->nconns + 1) * 2;
+        if (pcap < r->nconns + 2) {
+            pcap = (r->nconns + 2) * 2;
             struct pollfd *p = realloc(pfds, (size_t)pcap * sizeof(*p));
             if (!p) goto out;
             pfds = p;
@@ -297,19 +354,40 @@ static void root_loop(struct root *r)
         for (int i = 0; i < r->nconns; i++)
             pfds[i + 1] = (struct pollfd){ .fd = r->conns[i].fd, .events = POLLIN };
         int nfds = r->nconns + 1;
-        int n = poll(pfds, (nfds_t)nfds, zn_ms_left(r->deadline, 1000));
+        /* Last: the holder's pipe (-1 for roots without one, which poll ignores). */
+        pfds[nfds] = (struct pollfd){ .fd = r->ctl[0], .events = POLLIN };
+        int n = poll(pfds, (nfds_t)nfds + 1, zn_ms_left(r->deadline, 1000));
         if (n <= 0) continue;
+        if (pfds[nfds].revents) serve_ctl(r);
         /* Walk connections from the end: conn_close moves the last one into the hole. */
         for (int i = nfds - 2; i >= 0; i--)
             if (pfds[i + 1].revents) serve_conn(r, i);
         if (pfds[0].revents && accept_all(r) < 0) goto out;
     }
-    /* Close the listener first so that a later job reusing the address finds it free. */
-    close(r->lfd);
-    r->lfd = -1;
-    send_ring_info(r);
+    all_joined = 1;
 out:
     free(pfds);
+    return all_joined;
+}
+
+static void root_loop(struct root *r)
+{
+    if (!root_serve(r)) return;
+    /* Close the listener first so that a later job reusing the address finds it free. A grow
+     * root keeps its own (ephemeral) port to answer late ranks. */
+    if (!r->single_use) {
+        close(r->lfd);
+        r->lfd = -1;
+    }
+    send_ring_info(r);
+    if (!r->single_use) return;
+    while (r->nconns) conn_close(r, r->nconns - 1);
+    r->failed = 1;
+    r->fail_code = ncclInvalidUsage;
+    snprintf(r->fail_msg, sizeof(r->fail_msg),
+             "this unique id was used already: an id from ncclCommGetUniqueId serves one "
+             "ncclCommGrow (call ncclCommGetUniqueId again for another grow)");
+    root_serve(r);
 }
 
 static void *root_main(void *arg)
@@ -320,21 +398,39 @@ static void *root_main(void *arg)
     while (r->nconns) conn_close(r, r->nconns - 1);
     free(r->conns);
     free(r->conn_of_rank);
-    free(r);
+    root_put(r);
     return NULL;
 }
 
-ncclResult_t zn_boot_root_start(const union zn_sockaddr *addr, uint64_t magic,
-                                const uint8_t secret[ZN_BOOT_SECRET_BYTES],
-                                union zn_sockaddr *bound)
+/* Start a root; a grow root (handle not NULL) also gets its pipe and the holder's reference. */
+static ncclResult_t root_start(const union zn_sockaddr *addr, uint64_t magic,
+                               const uint8_t secret[ZN_BOOT_SECRET_BYTES], union zn_sockaddr *bound,
+                               struct zn_boot_root **handle)
 {
+    struct zn_boot_root *h = NULL;
     struct root *r = calloc(1, sizeof(*r));
-    if (!r) return zn_error(ncclSystemError, ZN_BOOT, "out of memory starting bootstrap root");
+    if (handle) h = calloc(1, sizeof(*h));
+    if (!r || (handle && !h)) {
+        free(r);
+        free(h);
+        return zn_error(ncclSystemError, ZN_BOOT, "out of memory starting bootstrap root");
+    }
+    r->ctl[0] = r->ctl[1] = -1;
+    atomic_init(&r->refs, handle ? 2 : 1);
+    r->single_use = handle != NULL;
+    if (handle && pipe2(r->ctl, O_CLOEXEC | O_NONBLOCK) != 0) {
+        int e = errno;
+        free(r);
+        free(h);
+        return zn_error(ncclSystemError, ZN_BOOT, "bootstrap root: pipe failed: %s", strerror(e));
+    }
     char want[ZN_SOCKADDR_STRLEN];
     zn_sockaddr_str(addr, want, sizeof(want));
     int rc = zn_sock_listen(addr, &r->lfd, bound);
     if (rc) {
-        free(r);
+        atomic_store(&r->refs, 1);
+        root_put(r);
+        free(h);
         return zn_error(ncclSystemError, ZN_BOOT, "bootstrap root cannot listen on %s: %s%s", want,
                         strerror(-rc),
                         rc == -EADDRINUSE ? " (another job uses this ZINC_COMM_ID?)" : "");
@@ -346,10 +442,50 @@ ncclResult_t zn_boot_root_start(const union zn_sockaddr *addr, uint64_t magic,
     int err = zn_thread_start_detached(root_main, r);
     if (err) {
         close(r->lfd);
-        free(r);
+        atomic_store(&r->refs, 1);
+        root_put(r);
+        free(h);
         return zn_error(ncclSystemError, ZN_BOOT, "cannot start bootstrap root thread: %s",
                         strerror(err));
     }
-    zn_info(ZN_BOOT, "bootstrap root listening on %s", r->where);
+    zn_info(ZN_BOOT, "bootstrap root%s listening on %s", handle ? " (single use)" : "", r->where);
+    if (handle) {
+        h->r = r;
+        *handle = h;
+    }
     return ncclSuccess;
+}
+
+ncclResult_t zn_boot_root_start(const union zn_sockaddr *addr, uint64_t magic,
+                                const uint8_t secret[ZN_BOOT_SECRET_BYTES],
+                                union zn_sockaddr *bound)
+{
+    return root_start(addr, magic, secret, bound, NULL);
+}
+
+ncclResult_t zn_boot_root_start_grow(const union zn_sockaddr *addr, uint64_t magic,
+                                     const uint8_t secret[ZN_BOOT_SECRET_BYTES],
+                                     union zn_sockaddr *bound, struct zn_boot_root **handle)
+{
+    return root_start(addr, magic, secret, bound, handle);
+}
+
+void zn_boot_root_close(struct zn_boot_root *h, ncclResult_t code, const char *why)
+{
+    if (!h) return;
+    struct root_ctl m = { .code = (int32_t)code };
+    size_t len = strlen(why);
+    if (len > sizeof(m.text)) len = sizeof(m.text);
+    memcpy(m.text, why, len);
+    /* The root reads its pipe until its thread ends; afterwards nobody needs to hear this. */
+    if (write(h->r->ctl[1], &m, sizeof(m.code) + len) < 0)
+        zn_info(ZN_BOOT, "bootstrap root: cannot pass on \"%s\": %s", why, strerror(errno));
+    zn_boot_root_release(h);
+}
+
+void zn_boot_root_release(struct zn_boot_root *h)
+{
+    if (!h) return;
+    root_put(h->r);
+    free(h);
 }
