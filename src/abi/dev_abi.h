@@ -322,6 +322,85 @@ struct zn_dev_doorbell {
     volatile uint64_t ring[ZN_DEV_RING]; /* the descriptor of signal k at k % ZN_DEV_RING */
 };
 
+/* One-sided operations (ncclPutSignal / ncclSignal / ncclWaitSignal, api/rma*.c; kernels in
+ * device/rma.cu). Signals are counters: a sender adds 1 to the receiver's word for (sender,
+ * sigIdx, ctx); a wait consumes by raising a count the receiver keeps in its own device memory
+ * (word - consumed >= count, then consumed += count). Both live in device memory or mapped
+ * host memory and are read when the kernel runs, so graph replays stay consistent. */
+#define ZN_DEV_RMA_MAX_OPS  32 /* puts and signals of one launch */
+#define ZN_DEV_RMA_MAX_WAIT 64 /* counts of one wait launch */
+
+/* Between GPUs that map each other: bytes from src to dst (the peer's window as mapped here;
+ * none when bytes is 0), then, if sig is set, 1 added to the peer's signal word there. */
+struct zn_dev_rma_put {
+    const void *src;
+    void *dst;
+    uint64_t bytes;
+    uint64_t *sig;
+};
+
+struct zn_dev_rma_put_args {
+    int32_t nops, pad;
+    struct zn_dev_rma_put ops[ZN_DEV_RMA_MAX_OPS];
+};
+
+/* Until *word - *consumed >= count (word: device memory, or mapped host memory raised by the
+ * GIN engine), then *consumed += count. */
+struct zn_dev_rma_wait {
+    const volatile uint64_t *word;
+    uint64_t *consumed;
+    uint64_t count;
+};
+
+/* What a wait watches besides its words: the communicator's abort flag, the GIN engine's error
+ * word (NULL without one), the deadline; it gives up by writing its reason into error. */
+struct zn_dev_rma_watch {
+    volatile uint32_t *abort_flag;
+    uint32_t *error;
+    volatile uint32_t *gin_error;
+    uint64_t timeout_ns;
+};
+
+struct zn_dev_rma_wait_args {
+    struct zn_dev_rma_watch watch;
+    int32_t n, pad;
+    struct zn_dev_rma_wait w[ZN_DEV_RMA_MAX_WAIT];
+};
+
+/* A GIN request as kernels write it into the engine's FIFO: nccl_device/gin_proxy.h's struct
+ * zincGinRequest, field for field (the host side asserts that they match). */
+struct zn_dev_gin_req {
+    uint64_t seq;
+    uint32_t op;
+    int32_t peer;
+    uint64_t src;
+    uint64_t dst_off;
+    uint64_t bytes;
+    uint32_t win;
+    uint32_t flags;
+    uint32_t signal, counter;
+    uint64_t signal_value;
+};
+
+/* The GIN engine's FIFO as kernels reach it: the ticket counter (device memory), the record's
+ * tail and error word and the slots (mapped host memory). */
+struct zn_dev_gin {
+    uint64_t *head;
+    volatile uint64_t *tail;
+    volatile uint32_t *error;
+    struct zn_dev_gin_req *slots;
+    uint64_t nslots;
+};
+
+/* Requests for peers on other hosts: queued in order, then the kernel waits until the engine
+ * has read every source (the operations' buffers are reusable when the kernel ends). */
+struct zn_dev_rma_gin_args {
+    struct zn_dev_gin gin;
+    struct zn_dev_rma_watch watch;
+    int32_t nreqs, pad;
+    struct zn_dev_gin_req reqs[ZN_DEV_RMA_MAX_OPS];
+};
+
 /* Kernel parameters may take up to 32764 bytes since CUDA 12.1 (Volta and later). */
 #ifdef __cplusplus
 static_assert(sizeof(struct zn_dev_p2p_args) < 32000, "fits the kernel parameter space");
@@ -345,6 +424,10 @@ int zn_dev_launch_p2p(const struct zn_dev_p2p_args *a, void *stream);
 int zn_dev_launch_signal(struct zn_dev_doorbell *bell, uint64_t *seq, uint64_t id, void *stream);
 int zn_dev_launch_wait(struct zn_dev_doorbell *bell, const uint64_t *seq,
                        const struct zn_dev_comm *comm, void *stream);
+/* One-sided operations: puts and signals in order (one block), a wait, GIN requests. */
+int zn_dev_launch_rma_put(const struct zn_dev_rma_put_args *a, void *stream);
+int zn_dev_launch_rma_wait(const struct zn_dev_rma_wait_args *a, void *stream);
+int zn_dev_launch_rma_gin(const struct zn_dev_rma_gin_args *a, void *stream);
 /* The last launch error's text. */
 const char *zn_dev_error_string(int err);
 

@@ -34,6 +34,8 @@ static void dump_call(const struct ncclComm *c, int64_t now)
         snprintf(what, sizeof(what), "%s of %zu elements %s rank %d",
                  kind == ZN_GOP_SEND ? "send" : "recv", count, kind == ZN_GOP_SEND ? "to" : "from",
                  peer);
+    else if (kind == ZN_GOP_RMA)
+        snprintf(what, sizeof(what), "one-sided operations (the first with rank %d)", peer);
     else
         snprintf(what, sizeof(what), "%s of count %zu (root %d)", zn_coll_name((enum zn_coll)coll),
                  count, peer);

@@ -1,4 +1,5 @@
 #include "group.h"
+#include "rma.h"
 #include "util/clock.h"
 #include "util/param.h"
 
@@ -29,7 +30,8 @@ void zn_group_set_error(ncclResult_t err)
 static void group_clear(void)
 {
     for (int i = 0; i < grp.nops; i++)
-        if (grp.ops && grp.ops[i].kind == ZN_GOP_DEFER) grp.ops[i].fn(grp.ops[i].arg, 0);
+        if (grp.ops && (grp.ops[i].kind == ZN_GOP_DEFER || grp.ops[i].kind == ZN_GOP_RMA))
+            grp.ops[i].fn(grp.ops[i].arg, 0);
     free(grp.ops);
     grp.ops = NULL;
     grp.nops = grp.cap = 0;
@@ -114,16 +116,22 @@ static ncclResult_t run_ops(struct zn_gop *ops, int n)
     return res;
 }
 
+/* One-sided operations (rma.c) run apart: before and after the others. */
+static int host_op(const struct zn_gop *op)
+{
+    return op->comm->kind == ZN_COMM_HOST && op->kind != ZN_GOP_RMA;
+}
+
 static ncclResult_t run_host_ops(struct zn_gop *ops, int n)
 {
     int nh = 0;
-    for (int i = 0; i < n; i++) nh += ops[i].comm->kind == ZN_COMM_HOST;
+    for (int i = 0; i < n; i++) nh += host_op(&ops[i]);
     if (nh == n) return run_ops(ops, n);
     if (nh == 0) return ncclSuccess;
     struct zn_gop *h = malloc((size_t)nh * sizeof(*h));
     if (!h) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
     for (int i = 0, k = 0; i < n; i++)
-        if (ops[i].comm->kind == ZN_COMM_HOST) h[k++] = ops[i];
+        if (host_op(&ops[i])) h[k++] = ops[i];
     ncclResult_t res = run_ops(h, nh);
     free(h);
     return res;
@@ -135,9 +143,9 @@ static ncclResult_t run_cuda_ops(struct zn_gop *ops, int n)
     struct zn_cuda_op stack[8], *co = NULL;
     for (int i = 0; i < n; i++) {
         struct ncclComm *c = ops[i].comm;
-        if (c->kind != ZN_COMM_CUDA) continue;
+        if (c->kind != ZN_COMM_CUDA || ops[i].kind == ZN_GOP_RMA) continue;
         int first = 1;
-        for (int j = 0; j < i && first; j++) first = ops[j].comm != c;
+        for (int j = 0; j < i && first; j++) first = ops[j].comm != c || ops[j].kind == ZN_GOP_RMA;
         if (!first) continue;
         const char *why = zn_cuda_failure(&c->cuda);
         if (why) {
@@ -146,11 +154,11 @@ static ncclResult_t run_cuda_ops(struct zn_gop *ops, int n)
             return r;
         }
         int m = 0;
-        for (int j = i; j < n; j++) m += ops[j].comm == c;
+        for (int j = i; j < n; j++) m += ops[j].comm == c && ops[j].kind != ZN_GOP_RMA;
         co = m <= 8 ? stack : malloc((size_t)m * sizeof(*co));
         if (!co) return zn_error(ncclSystemError, ZN_CALL, "out of memory");
         for (int j = i, k = 0; j < n; j++) {
-            if (ops[j].comm != c) continue;
+            if (ops[j].comm != c || ops[j].kind == ZN_GOP_RMA) continue;
             co[k++] = (struct zn_cuda_op){ .kind = ops[j].kind == ZN_GOP_COLL   ? ZN_CUDA_COLL
                                                    : ops[j].kind == ZN_GOP_SEND ? ZN_CUDA_SEND
                                                                                 : ZN_CUDA_RECV,
@@ -306,10 +314,20 @@ ncclResult_t zn_group_defer(struct ncclComm *comm, zn_defer_fn fn, void *arg)
     return ncclSuccess;
 }
 
+static ncclResult_t run_ops_of_group(struct zn_gop *ops, int n);
+
+/* The one-sided operations' arguments go with the group (whether they ran or not). */
 static ncclResult_t run_group(struct zn_gop *ops, int n)
 {
     ncclResult_t dres = run_deferred(ops, &n);
-    if (dres != ncclSuccess || n == 0) return dres;
+    ncclResult_t res = dres != ncclSuccess || n == 0 ? dres : run_ops_of_group(ops, n);
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind == ZN_GOP_RMA) ops[i].fn(ops[i].arg, 0);
+    return res;
+}
+
+static ncclResult_t run_ops_of_group(struct zn_gop *ops, int n)
+{
     int ninit = 0;
     for (int i = 0; i < n; i++) ninit += ops[i].kind == ZN_GOP_INIT;
     if (ninit && ninit != n)
@@ -332,6 +350,11 @@ static ncclResult_t run_group(struct zn_gop *ops, int n)
                            "communicator %p was revoked (ncclCommRevoke): it only accepts "
                            "ncclCommDestroy, ncclCommSplit and ncclCommShrink",
                            (void *)ops[i].comm);
+        else if (atomic_load(&ops[i].comm->suspended)) /* since the call: same group, or racing */
+            res = zn_error(ncclInvalidUsage, ZN_CALL,
+                           "communicator %p is suspended (ncclCommSuspend): call ncclCommResume "
+                           "first",
+                           (void *)ops[i].comm);
         else if (st == ncclInProgress)
             res = zn_error(ncclInvalidUsage, ZN_CALL,
                            "communicator %p is still initialising (non-blocking init): wait for "
@@ -342,8 +365,13 @@ static ncclResult_t run_group(struct zn_gop *ops, int n)
                            "communicator %p failed earlier and cannot run operations (%s)",
                            (void *)ops[i].comm, ops[i].comm->last_error);
     }
+    /* A group's one-sided puts and signals first and its waits last: its operations may
+     * complete in any order, and this order cannot deadlock a group that signals a peer and
+     * waits for it (rma.c). */
+    if (res == ncclSuccess) res = zn_rma_run(ops, n, 0);
     if (res == ncclSuccess) res = run_cuda_ops(ops, n);
     if (res == ncclSuccess) res = run_host_ops(ops, n);
+    if (res == ncclSuccess) res = zn_rma_run(ops, n, 1);
     if (res != ncclSuccess)
         for (int i = 0; i < n; i++) zn_comm_save_error(ops[i].comm);
     comms_enter(ops, n, -1);
@@ -416,7 +444,7 @@ ZN_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo)
     double us = 0;
     for (int i = 0; i < grp.nops; i++) {
         struct zn_gop *op = &grp.ops[i];
-        if (op->kind == ZN_GOP_INIT || op->kind == ZN_GOP_DEFER ||
+        if (op->kind == ZN_GOP_INIT || op->kind == ZN_GOP_DEFER || op->kind == ZN_GOP_RMA ||
             atomic_load(&op->comm->async_err) != ncclSuccess)
             continue;
         if (op->kind == ZN_GOP_COLL) {

@@ -5,10 +5,11 @@
 
 #include "comm.h"
 
-enum zn_gop_kind { ZN_GOP_COLL, ZN_GOP_SEND, ZN_GOP_RECV, ZN_GOP_INIT, ZN_GOP_DEFER };
+enum zn_gop_kind { ZN_GOP_COLL, ZN_GOP_SEND, ZN_GOP_RECV, ZN_GOP_INIT, ZN_GOP_DEFER, ZN_GOP_RMA };
 
 /* A deferred call (ZN_GOP_DEFER): fn(arg, 1) runs it at ncclGroupEnd, fn(arg, 0) only frees
- * arg (the group was dropped). */
+ * arg (the group was dropped). A one-sided operation (ZN_GOP_RMA, rma.h) is arg, freed by
+ * fn(arg, 0). */
 typedef ncclResult_t (*zn_defer_fn)(void *arg, int run);
 
 struct zn_gop {

@@ -4,6 +4,7 @@
  */
 #include "group.h"
 #include "mgmt.h"
+#include "rma.h"
 #include "util/cuda.h"
 #include "util/param.h"
 
@@ -138,6 +139,8 @@ static ncclResult_t finalize_job(struct ncclComm *c)
         ZN_CHECK(zn_cuda_set_device(c->cuda_dev));
         ZN_CHECK(zn_cuda_device_sync());
     }
+    /* One-sided operations between hosts end with every peer (collective). */
+    zn_rma_finalize(c);
     ncclResult_t res = zn_boot_barrier(c->boot);
     zn_info(ZN_INIT, "comm %p rank %d finalized%s", (void *)c, c->rank,
             res == ncclSuccess ? "" : " with an error");

@@ -20,6 +20,7 @@
 #include "devapi.h"
 #include "group.h"
 #include "mgmt.h"
+#include "rma.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,7 +30,8 @@ struct zn_window {
     void *buf;
     size_t size;
     int flags;
-    struct zn_devwin *dw; /* the device API's view; its handle is the user's */
+    struct zn_devwin *dw;   /* the device API's view; its handle is the user's */
+    struct zn_rma_win *rma; /* what puts into it need (rma.c), or NULL */
     struct zn_window *next;
 };
 
@@ -132,6 +134,12 @@ static ncclResult_t do_register(struct ncclComm *comm, void *buff, size_t size, 
         free(w);
         return res;
     }
+    res = zn_rma_win_create(comm, buff, size, &w->rma);
+    if (res != ncclSuccess) {
+        zn_devwin_destroy(w->dw, 1);
+        free(w);
+        return res;
+    }
     *out = w;
     return ncclSuccess;
 }
@@ -173,7 +181,7 @@ out:
 ZN_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size,
        ncclWindow_t *win, int winFlags)
 {
-    ZN_CHECK(zn_comm_check(comm, "ncclCommWindowRegister"));
+    ZN_CHECK(zn_comm_check_active(comm, "ncclCommWindowRegister"));
     if (!win) return zn_error(ncclInvalidArgument, ZN_CALL, "ncclCommWindowRegister: win is NULL");
     ZN_CHECK(check_state(comm, "ncclCommWindowRegister"));
     struct reg_call *c = malloc(sizeof(*c));
@@ -196,18 +204,47 @@ ZN_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win
                         (void *)win, (void *)comm);
     struct zn_window *w = *p;
     *p = w->next;
+    zn_rma_win_destroy(comm, w->rma);
     zn_devwin_destroy(w->dw, 1);
     free(w);
     return ncclSuccess;
 }
 
+int zn_window_lookup(const struct ncclComm *c, ncclWindow_t win, struct zn_window_parts *out)
+{
+    const struct zn_window *w = c->windows;
+    while (w && (ncclWindow_t)w->dw->handle != win) w = w->next;
+    if (!w || !win) return 0;
+    *out = (struct zn_window_parts){ .buf = w->buf, .size = w->size, .dw = w->dw, .rma = w->rma };
+    return 1;
+}
+
+/* NCCL returns the buffer's host pointer (the address the user registered). */
+ZN_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void **outUserPtr)
+{
+    ZN_CHECK(zn_comm_check(comm, "ncclWinGetUserPtr"));
+    if (!outUserPtr)
+        return zn_error(ncclInvalidArgument, ZN_CALL, "ncclWinGetUserPtr: outUserPtr is NULL");
+    struct zn_window_parts w;
+    if (!zn_window_lookup(comm, win, &w))
+        return zn_error(ncclInvalidArgument, ZN_CALL,
+                        "ncclWinGetUserPtr: win %p is not a window registered on comm %p "
+                        "(deregistered already, or registered on another communicator?)",
+                        (void *)win, (void *)comm);
+    *outUserPtr = w.buf;
+    return ncclSuccess;
+}
+
 void zn_windows_free(struct ncclComm *c)
 {
+    zn_rma_stop(c);
     zn_devcomms_free(c);
     while (c->windows) {
         struct zn_window *w = c->windows;
         c->windows = w->next;
+        zn_rma_win_destroy(c, w->rma);
         zn_devwin_destroy(w->dw, 0);
         free(w);
     }
+    zn_rma_free(c);
 }
