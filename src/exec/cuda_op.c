@@ -18,23 +18,17 @@ static unsigned long long capture_id(const struct zn_cuda_order *o, void *stream
     return st == cudaStreamCaptureStatusActive ? id : 0;
 }
 
-ncclResult_t zn_cuda_order(struct zn_cuda_order *o, void *stream)
+/* Make stream wait for everything queued so far on prev, through *ev (made on first use). */
+static ncclResult_t wait_stream(void *prev, void **ev, void *stream)
 {
-    o->cur_capture = capture_id(o, stream);
-    if (o->cur_capture != o->last_capture) o->last_stream = NULL; /* another domain */
-    if (o->cur_capture && !o->graph_order) return ncclSuccess;
-    /* Recorded only when the stream changes, so the usual one-stream case costs nothing: an
-     * event recorded now on the previous stream covers everything queued there so far. */
-    if (!o->last_stream || o->last_stream == stream) return ncclSuccess;
-    if (!o->last_event) {
-        cudaEvent_t ev;
-        if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
+    if (!*ev) {
+        cudaEvent_t e;
+        if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
             return zn_error(ncclUnhandledCudaError, ZN_COLL, "cudaEventCreate failed");
-        o->last_event = ev;
+        *ev = e;
     }
-    cudaError_t e = cudaEventRecord((cudaEvent_t)o->last_event, (cudaStream_t)o->last_stream);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)o->last_event, 0);
+    cudaError_t e = cudaEventRecord((cudaEvent_t)*ev, (cudaStream_t)prev);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)*ev, 0);
     if (e != cudaSuccess)
         return zn_error(ncclUnhandledCudaError, ZN_COLL,
                         "ordering this communicator's launches across streams failed: %s",
@@ -42,10 +36,28 @@ ncclResult_t zn_cuda_order(struct zn_cuda_order *o, void *stream)
     return ncclSuccess;
 }
 
+ncclResult_t zn_cuda_order(struct zn_cuda_order *o, void *stream)
+{
+    /* An event is recorded only when the stream changes, so the usual one-stream case costs
+     * nothing: an event recorded now on the previous stream covers everything queued there. */
+    o->cur = capture_id(o, stream);
+    if (!o->cur) {
+        if (!o->last_stream || o->last_stream == stream) return ncclSuccess;
+        return wait_stream(o->last_stream, &o->last_event, stream);
+    }
+    if (o->cur != o->cap_id) { /* the first launch of this capture */
+        o->cap_id = o->cur;
+        o->cap_stream = NULL;
+    }
+    if (!o->graph_order || !o->cap_stream || o->cap_stream == stream) return ncclSuccess;
+    return wait_stream(o->cap_stream, &o->cap_event, stream);
+}
+
 void zn_cuda_order_fini(struct zn_cuda_order *o)
 {
     if (o->last_event) cudaEventDestroy((cudaEvent_t)o->last_event);
-    o->last_event = NULL;
+    if (o->cap_event) cudaEventDestroy((cudaEvent_t)o->cap_event);
+    o->last_event = o->cap_event = NULL;
 }
 
 #else
@@ -61,7 +73,9 @@ void zn_cuda_order_fini(struct zn_cuda_order *o) {}
 
 ncclResult_t zn_cuda_note(struct zn_cuda_order *o, void *stream)
 {
-    o->last_stream = stream;
-    o->last_capture = o->cur_capture;
+    if (o->cur)
+        o->cap_stream = stream;
+    else
+        o->last_stream = stream;
     return ncclSuccess;
 }

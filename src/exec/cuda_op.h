@@ -22,18 +22,21 @@ struct zn_cuda_op {
  * same order): a launch on another stream than the previous one first waits for it.
  *
  * CUDA graphs (the communicator's config). graph_mode is graphUsageMode: 0 promises no
- * capture, so streams are never asked whether they capture; 1 and 2 ask, and the ordering
- * holds within one domain only: eager launches among themselves, the launches captured into
- * one graph among themselves (as edges of the graph). A launch in another domain than the
- * previous one starts afresh: an event cannot tie a graph's later replays to eager work (the
- * application orders those, as with NCCL). graph_order is graphStreamOrdering: 0 leaves the
- * order of captured launches on different streams to the application (no edges added). */
+ * capture, so streams are never asked whether they capture; 1 and 2 ask, and the order is
+ * kept within each domain: eager launches among themselves (also across a capture made in
+ * between), and the launches captured into one graph among themselves (as edges of the
+ * graph). Nothing ties a graph's later replays to eager work: an event recorded outside a
+ * capture cannot be waited on inside it (the application orders replays, as with NCCL).
+ * graph_order is graphStreamOrdering: 0 adds no edges between captured launches on different
+ * streams (the application orders them). */
 struct zn_cuda_order {
-    void *last_stream; /* the stream of the previous launch on this communicator */
-    void *last_event;  /* recorded after it: launches on another stream wait for it */
-    unsigned long long last_capture, cur_capture; /* capture ids (0: eager) */
-    int graph_mode;                               /* config.graphUsageMode */
-    int graph_order;                              /* config.graphStreamOrdering */
+    void *last_stream;            /* the stream of the previous eager launch */
+    void *last_event;             /* recorded after it: eager launches on another stream wait */
+    unsigned long long cap_id;    /* the capture of the previous captured launch (0: none) */
+    void *cap_stream, *cap_event; /* its stream, and an event recorded in that capture */
+    unsigned long long cur;       /* the capture of the launch being made (0: eager) */
+    int graph_mode;               /* config.graphUsageMode */
+    int graph_order;              /* config.graphStreamOrdering */
 };
 
 /* Before a launch on stream: wait for the previous launch if it went to another stream. */

@@ -198,7 +198,9 @@ static void test_waves(ncclComm_t world)
                 h[(size_t)p * m + i] = rank * 1000003 + p * 1009 + (int)(i % 977);
         CUDACHECK(cudaMemcpy(out, h, tot * sizeof(int32_t), cudaMemcpyHostToDevice));
         for (int graph = 0; graph < 2; graph++) {
-            CUDACHECK(cudaMemset(in, 0xff, tot * sizeof(int32_t)));
+            /* On s: a plain cudaMemset may still run when the exchange on s writes. */
+            CUDACHECK(cudaMemsetAsync(in, 0xff, tot * sizeof(int32_t), s));
+            CUDACHECK(cudaStreamSynchronize(s));
             if (graph) {
                 cudaGraph_t g;
                 cudaGraphExec_t ge;

@@ -16,8 +16,10 @@
  *   errors     every argument error with its code, in and out of a group (a failed group
  *              issues nothing), numRmaCtx 0, ncclWinGetUserPtr; the communicator stays usable
  * A communicator's first one-sided call is collective (as in NCCL): every rank makes it.
- * Modes (first argument): "all" (default); "dead": the last rank leaves without signalling and
- * the others' wait for it must fail with ncclRemoteError naming it; GPU only: "graph" (a
+ * Modes (first argument): "all" (default); "portable": only what NCCL 2.30.7 takes too (sigIdx
+ * and ctx 0, the source inside a symmetric window: ring, barrier, all-to-all, order), so that
+ * the same program can run on NCCL for reference; "dead": the last rank leaves without signalling
+ * and the others' wait for it must fail with ncclRemoteError naming it; GPU only: "graph" (a
  * captured put + wait replayed, mixed with eager calls) and "timing" (8-byte round trips
  * against ncclSend/ncclRecv, large puts against a peer copy; prints, checks nothing more).
  */
@@ -179,10 +181,13 @@ static void wait1(ncclComm_t comm, int peer, int sig, int ctx, int cnt)
 
 #define SLOT ((size_t)3 << 20) /* bytes of the window per sender */
 
+/* The sigIdx test_order uses (0 in the portable mode). */
+static int order_sig = 1;
+
 struct world {
     ncclComm_t comm;
-    ncclWindow_t win;
-    uint8_t *wbuf; /* this rank's window buffer */
+    ncclWindow_t win, srcwin; /* srcwin: src as a symmetric window (portable mode) */
+    uint8_t *wbuf;            /* this rank's window buffer */
     size_t wbytes;
     uint8_t *src; /* a source buffer of SLOT bytes (not in any window) */
 };
@@ -293,12 +298,12 @@ static void test_order(struct world *w, int grouped)
         /* The other range first, without a signal of its own: a put always signals, so both
          * go to sigIdx 1, and the wait below counts 10 there. */
         NCCLCHECK(ncclPutSignal(w->src + (size_t)(2 * k + 1) * 128, other, ncclUint8, dst, w->win,
-                                4096 + (size_t)k * 128, 1, 0, 0, w->comm, STREAM));
-        NCCLCHECK(ncclPutSignal(w->src + (size_t)(2 * k) * 128, same, ncclUint8, dst, w->win, 0, 1,
-                                0, 0, w->comm, STREAM));
+                                4096 + (size_t)k * 128, order_sig, 0, 0, w->comm, STREAM));
+        NCCLCHECK(ncclPutSignal(w->src + (size_t)(2 * k) * 128, same, ncclUint8, dst, w->win, 0,
+                                order_sig, 0, 0, w->comm, STREAM));
     }
     if (grouped) NCCLCHECK(ncclGroupEnd());
-    wait1(w->comm, from, 1, 0, 10);
+    wait1(w->comm, from, order_sig, 0, 10);
     step_done();
     const char *what = grouped ? "order (group)" : "order";
     check_bytes(w->wbuf, 0, same, from, 104, what);
@@ -573,15 +578,28 @@ int main(int argc, char **argv)
     w.comm = mp_world();
     bar_buf = buf_alloc(sizeof(int), 0);
     buf_fill(bar_buf, 0, sizeof(int));
+    int portable = !strcmp(mode, "portable");
     w.wbytes = SLOT * (size_t)nranks;
     w.wbuf = buf_alloc(w.wbytes, 1);
-    w.src = buf_alloc(SLOT, 0);
-    NCCLCHECK(ncclCommWindowRegister(w.comm, w.wbuf, w.wbytes, &w.win, NCCL_WIN_DEFAULT));
+    w.src = buf_alloc(SLOT, portable);
+    NCCLCHECK(ncclCommWindowRegister(w.comm, w.wbuf, w.wbytes, &w.win,
+                                     portable ? NCCL_WIN_COLL_SYMMETRIC : NCCL_WIN_DEFAULT));
+    if (portable)
+        NCCLCHECK(ncclCommWindowRegister(w.comm, w.src, SLOT, &w.srcwin, NCCL_WIN_COLL_SYMMETRIC));
     if (!strcmp(mode, "dead")) return run_dead(&w);
 #ifdef ZT_GPU
     if (!strcmp(mode, "graph")) test_graph(&w);
     if (!strcmp(mode, "timing")) test_timing(&w);
 #endif
+    if (portable) {
+        order_sig = 0;
+        test_ring(&w);
+        for (int i = 0; i < 3; i++) signal_barrier(w.comm, 0);
+        test_alltoall(&w);
+        test_order(&w, 0);
+        test_order(&w, 1);
+        NCCLCHECK(ncclCommWindowDeregister(w.comm, w.srcwin));
+    }
     if (!strcmp(mode, "all")) {
         test_ring(&w);
         test_barrier(&w);
@@ -595,7 +613,7 @@ int main(int argc, char **argv)
     }
     NCCLCHECK(ncclCommWindowDeregister(w.comm, w.win));
     buf_free(w.wbuf, 1);
-    buf_free(w.src, 0);
+    buf_free(w.src, portable);
 #ifdef ZT_GPU
     /* mp_finish sums on host buffers: not on a cuda communicator. */
     int64_t *dsum = buf_alloc(8, 0), total = 0, mine = failures;
