@@ -80,14 +80,8 @@ static ncclResult_t map_op(struct ncclComm *c, const char *fn, ncclRedOp_t op, n
 /* Checks common to every call on comm. */
 static ncclResult_t check_comm(struct ncclComm *c, const char *fn, cudaStream_t stream)
 {
-    ncclResult_t r = zn_comm_check_active(c, fn);
-    if (r != ncclSuccess) return fail(r);
-    if (c->kind == ZN_COMM_HOST && stream != NULL)
-        return fail(zn_error(ncclInvalidArgument, ZN_CALL,
-                             "%s: stream must be NULL on a host communicator (got %p): host "
-                             "communicators complete each call before returning",
-                             fn, (void *)stream));
-    return ncclSuccess;
+    ncclResult_t r = zn_comm_check_call(c, fn, (const void *)stream);
+    return r == ncclSuccess ? r : fail(r);
 }
 
 static ncclResult_t check_type(const char *fn, ncclDataType_t dt)

@@ -145,6 +145,9 @@ ncclResult_t zn_comm_check(const struct ncclComm *comm, const char *fn);
 /* zn_comm_check, and the communicator is not suspended (ncclCommSuspend): what every call
  * that uses the communicator's resources checks first. */
 ncclResult_t zn_comm_check_active(const struct ncclComm *comm, const char *fn);
+/* zn_comm_check_active, and a stream that fits the kind (NULL on a host communicator): what a
+ * call that moves data checks first. */
+ncclResult_t zn_comm_check_call(const struct ncclComm *comm, const char *fn, const void *stream);
 /* Mark a communicator failed with err (the first error sticks). */
 void zn_comm_set_error(struct ncclComm *comm, ncclResult_t err);
 /* Keep the thread's last error on the communicator too (ncclGetLastError(comm)). */

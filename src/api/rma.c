@@ -93,13 +93,8 @@ static ncclResult_t bad(const char *fn, const char *arg, long long v, const char
 /* What every one-sided call checks first. */
 static ncclResult_t check_comm(struct ncclComm *c, const char *fn, cudaStream_t stream)
 {
-    ncclResult_t r = zn_comm_check_active(c, fn);
+    ncclResult_t r = zn_comm_check_call(c, fn, (const void *)stream);
     if (r != ncclSuccess) return fail(r);
-    if (c->kind == ZN_COMM_HOST && stream != NULL)
-        return fail(zn_error(ncclInvalidArgument, ZN_CALL,
-                             "%s: stream must be NULL on a host communicator (got %p): host "
-                             "communicators complete each call before returning",
-                             fn, (void *)stream));
     if (c->config.numRmaCtx <= 0)
         return fail(zn_error(ncclInvalidUsage, ZN_CALL,
                              "%s: one-sided operations are off on comm %p (config.numRmaCtx is 0)",

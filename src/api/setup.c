@@ -160,6 +160,17 @@ ncclResult_t zn_comm_check_active(const struct ncclComm *comm, const char *fn)
     return ncclSuccess;
 }
 
+ncclResult_t zn_comm_check_call(const struct ncclComm *comm, const char *fn, const void *stream)
+{
+    ZN_CHECK(zn_comm_check_active(comm, fn));
+    if (comm->kind == ZN_COMM_HOST && stream != NULL)
+        return zn_error(ncclInvalidArgument, ZN_CALL,
+                        "%s: stream must be NULL on a host communicator (got %p): host "
+                        "communicators complete each call before returning",
+                        fn, stream);
+    return ncclSuccess;
+}
+
 void zn_comm_set_error(struct ncclComm *comm, ncclResult_t err)
 {
     int expected = ncclSuccess;

@@ -37,6 +37,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -733,6 +734,44 @@ typedef ncclNetSGE_v12_t ncclNetSGE_t;
 
 /* Opaque listen handle as the caller stores it. */
 typedef char ncclNetHandle_t[NCCL_NET_HANDLE_MAXSIZE];
+
+/* v11 and v12 properties share every member but the rail and plane ids; v12 moved the ones
+ * after vProps (which grew from 4 to 8 devices). The two conversions the loader (an older
+ * plugin's properties) and the exported plugin (zinc's for an older loader) need: */
+#define ZN_NET_PROPS_V11_COMMON(X)                                                            \
+    X(name)                                                                                   \
+    X(pciPath) X(guid) X(ptrSupport) X(regIsGlobal) X(forceFlush) X(speed) X(port) X(latency) \
+        X(maxComms) X(maxRecvs) X(netDeviceType) X(netDeviceVersion) X(maxP2pBytes)           \
+            X(maxCollBytes) X(maxMultiRequestSize)
+#define ZN_NET_PROPS_COPY(m) out->m = in->m;
+
+/* v11 to v12: rail and plane unset, as NCCL 2.30 adapts an older plugin. Returns 0, or -1 if
+ * vProps claims more devices than v11 holds. */
+static inline int zn_net_props_v11_to_v12(const ncclNetProperties_v11_t *in,
+                                          ncclNetProperties_v12_t *out)
+{
+    if (in->vProps.ndevs < 0 || in->vProps.ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V11) return -1;
+    memset(out, 0, sizeof(*out));
+    ZN_NET_PROPS_V11_COMMON(ZN_NET_PROPS_COPY)
+    out->vProps.ndevs = in->vProps.ndevs;
+    memcpy(out->vProps.devs, in->vProps.devs, sizeof(in->vProps.devs));
+    out->railId = NCCL_NET_ID_UNDEF;
+    out->planeId = NCCL_NET_ID_UNDEF;
+    return 0;
+}
+
+/* v12 to v11 (rail and plane dropped). Returns 0, or -1 if vProps merges more devices than v11
+ * holds. */
+static inline int zn_net_props_v12_to_v11(const ncclNetProperties_v12_t *in,
+                                          ncclNetProperties_v11_t *out)
+{
+    if (in->vProps.ndevs < 0 || in->vProps.ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V11) return -1;
+    memset(out, 0, sizeof(*out));
+    ZN_NET_PROPS_V11_COMMON(ZN_NET_PROPS_COPY)
+    out->vProps.ndevs = in->vProps.ndevs;
+    memcpy(out->vProps.devs, in->vProps.devs, sizeof(out->vProps.devs));
+    return 0;
+}
 
 /* Exported table names, newest first: the order a loader tries them in. */
 #define ZN_NET_PLUGIN_SYMBOLS(X) \

@@ -109,34 +109,11 @@ static ncclResult_t adapt_get_properties(int dev, ncclNetProperties_t *out)
         p.speed = o.speed, p.port = o.port, p.latency = o.latency, p.maxComms = o.maxComms;
         p.maxRecvs = o.maxRecvs;
     }
-    if (p.vProps.ndevs < 0 || p.vProps.ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V11)
+    if (zn_net_props_v11_to_v12(&p, out) != 0)
         return zn_error(ncclInternalError, ZN_NET,
                         "net plugin %s (v%d): getProperties(%d) reports %d devices in vProps "
                         "(at most %d)",
                         P(6)->name, pver, dev, p.vProps.ndevs, NCCL_NET_MAX_DEVS_PER_NIC_V11);
-    ncclNetProperties_t r = {
-        .name = p.name,
-        .pciPath = p.pciPath,
-        .guid = p.guid,
-        .ptrSupport = p.ptrSupport,
-        .regIsGlobal = p.regIsGlobal,
-        .forceFlush = p.forceFlush,
-        .speed = p.speed,
-        .port = p.port,
-        .latency = p.latency,
-        .maxComms = p.maxComms,
-        .maxRecvs = p.maxRecvs,
-        .netDeviceType = p.netDeviceType,
-        .netDeviceVersion = p.netDeviceVersion,
-        .vProps = { .ndevs = p.vProps.ndevs },
-        .maxP2pBytes = p.maxP2pBytes,
-        .maxCollBytes = p.maxCollBytes,
-        .maxMultiRequestSize = p.maxMultiRequestSize,
-        .railId = NCCL_NET_ID_UNDEF,
-        .planeId = NCCL_NET_ID_UNDEF,
-    };
-    memcpy(r.vProps.devs, p.vProps.devs, sizeof(p.vProps.devs));
-    *out = r;
     return ncclSuccess;
 }
 

@@ -493,6 +493,20 @@ static ncclResult_t map_at(struct zn_cumem *m, CUmemGenericAllocationHandle h)
     return r;
 }
 
+/* h was just made or imported (made says whether that worked): map it at m's reserved range,
+ * where it becomes m's memory; on failure nothing is left behind. */
+static ncclResult_t map_made(struct zn_cumem *m, ncclResult_t made, CUmemGenericAllocationHandle h)
+{
+    if (made != ncclSuccess) return made;
+    ncclResult_t r = map_at(m, h);
+    if (r != ncclSuccess) {
+        drv.memRelease(h);
+        return r;
+    }
+    m->handle = (uint64_t)h;
+    m->released = 0;
+    return ncclSuccess;
+}
 ncclResult_t zn_cumem_recreate(struct zn_cumem *m)
 {
     if (!m->released) return ncclSuccess;
@@ -503,36 +517,24 @@ ncclResult_t zn_cumem_recreate(struct zn_cumem *m)
     int cur = zn_cuda_enter(m->dev);
     CUmemAllocationProp prop;
     prop_for(m->dev, &prop);
-    CUmemGenericAllocationHandle h;
+    CUmemGenericAllocationHandle h = 0;
     ncclResult_t r = drv_check(drv.memCreate(&h, m->size, &prop, 0), "cuMemCreate");
-    if (r == ncclSuccess) {
-        r = map_at(m, h);
-        if (r != ncclSuccess) drv.memRelease(h);
-    }
+    r = map_made(m, r, h);
     zn_cuda_leave(m->dev, cur);
-    if (r != ncclSuccess) return r;
-    m->handle = (uint64_t)h;
-    m->released = 0;
-    return ncclSuccess;
+    return r;
 }
 
 ncclResult_t zn_cumem_reimport_fd(int fd, struct zn_cumem *m)
 {
     if (!m->released) return ncclSuccess;
     int cur = zn_cuda_enter(m->dev);
-    CUmemGenericAllocationHandle h;
+    CUmemGenericAllocationHandle h = 0;
     ncclResult_t r = drv_check(
         drv.memImport(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
         "cuMemImportFromShareableHandle");
-    if (r == ncclSuccess) {
-        r = map_at(m, h);
-        if (r != ncclSuccess) drv.memRelease(h);
-    }
+    r = map_made(m, r, h);
     zn_cuda_leave(m->dev, cur);
-    if (r != ncclSuccess) return r;
-    m->handle = (uint64_t)h;
-    m->released = 0;
-    return ncclSuccess;
+    return r;
 }
 
 int zn_cumem_find(const void *ptr, struct zn_cumem *m)

@@ -26,17 +26,6 @@ static long failures;
 
 #include "mp_check.h"
 
-/* A call expected to fail with want, and a message that holds needle. */
-#define EXPECT_FAIL(call, want, needle)                                                    \
-    do {                                                                                   \
-        ncclResult_t r_ = (call);                                                          \
-        EXPECT(r_ == (want), "%s returned %s, expected %s", #call, ncclGetErrorString(r_), \
-               ncclGetErrorString(want));                                                  \
-        EXPECT(strstr(ncclGetLastError(NULL), (needle)) != NULL,                           \
-               "%s: message \"%s\" does not hold \"%s\"", #call, ncclGetLastError(NULL),   \
-               (needle));                                                                  \
-    } while (0)
-
 /* "At once" for calls that must not wait for peers: far below the tests' ZINC_TIMEOUT=60 (what
  * waiting for a peer would take), far above what a loaded 2-core machine can delay a process. */
 #define PROMPT_MS 10000

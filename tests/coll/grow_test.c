@@ -53,17 +53,6 @@ static _Atomic long failures;
 
 #include "mp_check.h"
 
-/* A call expected to fail with want, and a message that holds needle. */
-#define EXPECT_FAIL(call, want, needle)                                                    \
-    do {                                                                                   \
-        ncclResult_t r_ = (call);                                                          \
-        EXPECT(r_ == (want), "%s returned %s, expected %s", #call, ncclGetErrorString(r_), \
-               ncclGetErrorString(want));                                                  \
-        EXPECT(strstr(ncclGetLastError(NULL), (needle)) != NULL,                           \
-               "%s: message \"%s\" does not hold \"%s\"", #call, ncclGetLastError(NULL),   \
-               (needle));                                                                  \
-    } while (0)
-
 /* --- buffers: host memory, or device memory with a stream per thread -------------------- */
 
 /* What one thread that calls the library works with: two buffers (and on the GPU a stream of
@@ -82,16 +71,6 @@ static _Thread_local struct lane *lane;
 #ifdef GROW_CUDA
 static int proc_dev = -1;
 #define STREAM lane->stream
-#define CUDACHECK(call)                                                             \
-    do {                                                                            \
-        cudaError_t e_ = (call);                                                    \
-        if (e_ != cudaSuccess) {                                                    \
-            fprintf(stderr, "[%d] %s:%d %s: %s\n", rank, __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(e_));                                        \
-            exit(2);                                                                \
-        }                                                                           \
-    } while (0)
-
 static struct lane *lane_new(void)
 {
     struct lane *l = calloc(1, sizeof(*l));

@@ -27,17 +27,6 @@ static long failures;
 
 #include "mp_check.h"
 
-/* A call expected to fail with want, and a message that holds needle. */
-#define EXPECT_FAIL(call, want, needle)                                                    \
-    do {                                                                                   \
-        ncclResult_t r_ = (call);                                                          \
-        EXPECT(r_ == (want), "%s returned %s, expected %s", #call, ncclGetErrorString(r_), \
-               ncclGetErrorString(want));                                                  \
-        EXPECT(strstr(ncclGetLastError(NULL), (needle)) != NULL,                           \
-               "%s: message \"%s\" does not hold \"%s\"", #call, ncclGetLastError(NULL),   \
-               (needle));                                                                  \
-    } while (0)
-
 /* Mappings of shared-memory arenas in this process (any communicator's). */
 static int arena_maps(void)
 {

@@ -44,16 +44,6 @@ static cudaStream_t stream;
 
 #include "mp_check.h"
 
-#define CUDACHECK(call)                                                             \
-    do {                                                                            \
-        cudaError_t e_ = (call);                                                    \
-        if (e_ != cudaSuccess) {                                                    \
-            fprintf(stderr, "[%d] %s:%d %s: %s\n", rank, __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(e_));                                        \
-            exit(2);                                                                \
-        }                                                                           \
-    } while (0)
-
 /* Host to device, done when it returns and ordered before everything later on `stream`. (A
  * plain cudaMemcpy from pageable memory may return before the data has landed, and the
  * collectives run on a non-blocking stream that does not wait for it.) */
@@ -458,16 +448,7 @@ static int test_gone_p2p(ncclComm_t world, const int *all)
 
 int main(int argc, char **argv)
 {
-    struct zn_launch_info li;
-    zn_launch_info_get(&li);
-    rank = li.rank;
-    nranks = li.nranks;
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
-        printf("SKIP: no GPU\n");
-        return 77;
-    }
-    CUDACHECK(cudaSetDevice(li.local_rank % ndev));
+    if (mp_gpu_select()) return 77;
     CUDACHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     ncclUniqueId id;
     ncclComm_t world;

@@ -27,16 +27,6 @@ static long failures;
 
 #include "mp_check.h"
 
-#define CUDACHECK(call)                                                             \
-    do {                                                                            \
-        cudaError_t e_ = (call);                                                    \
-        if (e_ != cudaSuccess) {                                                    \
-            fprintf(stderr, "[%d] %s:%d %s: %s\n", rank, __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(e_));                                        \
-            exit(2);                                                                \
-        }                                                                           \
-    } while (0)
-
 enum { N = 4099 };
 
 static ncclComm_t make_comm(ncclComm_t world, int mode, int order, int max_peers)
@@ -234,16 +224,7 @@ static void test_waves(ncclComm_t world)
 
 int main(void)
 {
-    struct zn_launch_info li;
-    zn_launch_info_get(&li);
-    rank = li.rank;
-    nranks = li.nranks;
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
-        printf("SKIP: no GPU\n");
-        return 77;
-    }
-    CUDACHECK(cudaSetDevice(li.local_rank % ndev));
+    if (mp_gpu_select()) return 77;
     ncclUniqueId id;
     ncclComm_t world;
     NCCLCHECK(ncclGetUniqueId(&id));

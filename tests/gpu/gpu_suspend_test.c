@@ -38,26 +38,6 @@ static long failures;
 
 #include "mp_check.h"
 
-#define CUDACHECK(call)                                                             \
-    do {                                                                            \
-        cudaError_t e_ = (call);                                                    \
-        if (e_ != cudaSuccess) {                                                    \
-            fprintf(stderr, "[%d] %s:%d %s: %s\n", rank, __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(e_));                                        \
-            exit(2);                                                                \
-        }                                                                           \
-    } while (0)
-
-#define EXPECT_FAIL(call, want, needle)                                                    \
-    do {                                                                                   \
-        ncclResult_t r_ = (call);                                                          \
-        EXPECT(r_ == (want), "%s returned %s, expected %s", #call, ncclGetErrorString(r_), \
-               ncclGetErrorString(want));                                                  \
-        EXPECT(strstr(ncclGetLastError(NULL), (needle)) != NULL,                           \
-               "%s: message \"%s\" does not hold \"%s\"", #call, ncclGetLastError(NULL),   \
-               (needle));                                                                  \
-    } while (0)
-
 /* How far a GPU's free memory may fall short of the bytes the suspended communicators
  * released there. The arena is cuMem memory in whole granules (2 MiB) and Suspend counts it
  * so rounded, so the release itself is exact; cudaMemGetInfo moves in 2 MiB pages, and the

@@ -44,15 +44,6 @@ static long failures;
 
 #ifdef ZT_GPU
 static cudaStream_t stream;
-#define CUDACHECK(call)                                                             \
-    do {                                                                            \
-        cudaError_t e_ = (call);                                                    \
-        if (e_ != cudaSuccess) {                                                    \
-            fprintf(stderr, "[%d] %s:%d %s: %s\n", rank, __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(e_));                                        \
-            exit(2);                                                                \
-        }                                                                           \
-    } while (0)
 #define STREAM stream
 #else
 #define STREAM NULL

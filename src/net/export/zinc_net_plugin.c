@@ -66,30 +66,10 @@ static ncclResult_t props_v11(int dev, ncclNetProperties_v11_t *out)
 {
     ncclNetProperties_t p;
     ZN_CHECK(net->getProperties(dev, &p));
-    if (p.vProps.ndevs < 0 || p.vProps.ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V11)
+    if (zn_net_props_v12_to_v11(&p, out) != 0)
         return zn_error(ncclInternalError, ZN_NET,
                         "zinc net plugin: device %d merges %d NICs; tables before v12 hold %d", dev,
                         p.vProps.ndevs, NCCL_NET_MAX_DEVS_PER_NIC_V11);
-    *out = (ncclNetProperties_v11_t){
-        .name = p.name,
-        .pciPath = p.pciPath,
-        .guid = p.guid,
-        .ptrSupport = p.ptrSupport,
-        .regIsGlobal = p.regIsGlobal,
-        .forceFlush = p.forceFlush,
-        .speed = p.speed,
-        .port = p.port,
-        .latency = p.latency,
-        .maxComms = p.maxComms,
-        .maxRecvs = p.maxRecvs,
-        .netDeviceType = p.netDeviceType,
-        .netDeviceVersion = p.netDeviceVersion,
-        .vProps = { .ndevs = p.vProps.ndevs },
-        .maxP2pBytes = p.maxP2pBytes,
-        .maxCollBytes = p.maxCollBytes,
-        .maxMultiRequestSize = p.maxMultiRequestSize,
-    };
-    memcpy(out->vProps.devs, p.vProps.devs, sizeof(out->vProps.devs));
     return ncclSuccess;
 }
 static ncclResult_t export_props_v9(int dev, ncclNetProperties_v9_t *out)
