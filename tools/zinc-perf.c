@@ -8,7 +8,7 @@
  * write the results as JSON (-J). It uses nothing but the public NCCL API, the launcher's
  * environment (launcher.h, header-only) and, in a CUDA build, the CUDA runtime: the same
  * binary runs against real NCCL by switching LD_LIBRARY_PATH, which is how zinc is compared
- * with NCCL (DESIGN.md, "Performance method").
+ * with NCCL (docs/benchmarks.md says how speed is compared).
  *
  * Model: every process runs -g ranks from its one thread (global rank = process rank * g + i),
  * creates them with ncclCommInitRank inside one group and issues each collective on all of

@@ -1,6 +1,6 @@
 /*
  * The boundary between the host code and the CUDA kernels: plain C structs and layout
- * arithmetic, shared by C and CUDA C++ (STYLE.md: one header, static size asserts).
+ * arithmetic, shared by C and CUDA C++ (one header for the boundary, static size asserts).
  *
  * GPU arena. Every rank of a cuda communicator whose GPUs can all reach each other owns one
  * arena in its device memory, mapped into every peer (p2p transport). Between each ordered

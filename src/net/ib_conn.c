@@ -224,7 +224,7 @@ struct ib_pending {
 };
 
 /* Handshakes the listener is serving: any number, each with its own deadline, so that a silent
- * or slow stranger never holds a real peer back (DESIGN.md, reliability contract). */
+ * or slow stranger never holds a real peer back (the reliability contract, docs/features.md). */
 struct ib_listen {
     int dev;
     int tc;
@@ -451,7 +451,7 @@ static ncclResult_t accept_step(struct ib_listen *l, struct ib_pending *p, int *
         if (zn_net_ib_wire_decode(p->in, sizeof(p->in), &w, &why) != 0 ||
             w.listen_magic != l->magic || !zn_net_ib_wire_verify(p->in, l->key) ||
             (replay = zn_nonce_seen(&l->seen, w.nonce)) != 0) {
-            /* Not our peer: drop it and keep listening (DESIGN.md, reliability contract). */
+            /* Not our peer: drop it and keep listening (a stranger never stops a listener). */
             zn_warn(ZN_NET, "NET/IB: closed the connection from %s: %s", p->peer_str,
                     why                          ? why
                     : w.listen_magic != l->magic ? "it did not present this listener's magic"

@@ -1,5 +1,5 @@
 /*
- * fail_check: failures must become clear errors, never hangs (DESIGN.md, "Reliability
+ * fail_check: failures must become clear errors, never hangs (the "Reliability
  * contract"). Each run forks its own ranks (fail_harness.h), makes one of them fail in some
  * way, and checks what every survivor saw: the result code, how long it took, and whether
  * ncclGetLastError names the culprit and its host.

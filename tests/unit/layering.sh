@@ -1,5 +1,5 @@
 #!/bin/bash
-# Check DESIGN.md's one-way layering: abi <- util <- bootstrap <- net <- transport <- proxy <- algo
+# Check the one-way layering of docs/architecture.md: abi <- util <- bootstrap <- net <- transport <- proxy <- algo
 # <- exec <- api <- mscclpp (libmscclpp.so's own code). A file may include headers of its own layer and of layers below it, never
 # above. abi (plain C structs and layout arithmetic shared with CUDA) is the ground floor, and
 # the device code (src/device, compiled by nvcc) may include only abi and its own files, because
