@@ -1,5 +1,5 @@
 /*
- * Open MPI allreduce timing, the peer that bench/cpu-vs-peers.sh and bench/net-vs-peers.sh
+ * Open MPI allreduce timing, the baseline that bench/cpu-vs-baselines.sh and bench/net-vs-baselines.sh
  * compare zinc against. Float sum over MPI_COMM_WORLD, sizes MIN, 4 MIN, 16 MIN, ... up to MAX
  * bytes (defaults 8 B and 64 MB; sizes take a K, M or G suffix).
  *

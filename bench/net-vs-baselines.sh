@@ -3,17 +3,17 @@
 # transport on the socket net against Open MPI over TCP and Gloo, then one 64 MB transfer through
 # the socket net against iperf3 (bench/net-vs-iperf.sh), as markdown tables with the ratios
 # docs/benchmarks.md reports.
-#   bench/net-vs-peers.sh [ROUNDS=3]
+#   bench/net-vs-baselines.sh [ROUNDS=3]
 # SIZES="131072 524288" (bytes, each 8 x 4^k) measures fewer or other sizes than the default
 # 128 KB .. 32 MB.
 # NETNS=1 (as root) adds zinc alone across a veth pair between two network namespaces: allreduce
 # busbw, and a 64 MB two-rank sendrecv (both directions at once) against `iperf3 --bidir`; the
-# peer programs cannot run across namespaces (Gloo's device is fixed to 127.0.0.1).
+# baseline programs cannot run across namespaces (Gloo's device is fixed to 127.0.0.1).
 # 2 ranks from zinc-run, each its own host by ZINC_HOSTID (tests/hosts/hostwrap.sh), so every
 # byte goes through the net transport on ZINC_SOCKET_IFNAME=lo; zinc runs with the default socket
 # net and with ZINC_SOCKET_NTHREADS=2 ZINC_NSOCKS_PERTHREAD=2. Open MPI runs with
 # `--mca pml ob1 --mca btl tcp,self` (no shared memory, no UCX), Gloo with its TCP device on
-# 127.0.0.1; the peers are the programs in bench/peers, built here by bench/peers/build.sh
+# 127.0.0.1; the baselines are the programs in bench/baselines, built here by bench/baselines/build.sh
 # (which installs Open MPI, Gloo and iperf3 from Debian when run as root). The configurations of one size
 # run back to back within each round; every cell is the median over the rounds (zinc: over the rounds'
 # out-of-place and in-place times), busbw by nccl-tests' definition (algbw * 2(n-1)/n).
@@ -30,13 +30,13 @@ cleanup() {
     rm -rf "$out"
 }
 trap cleanup EXIT
-"$here/bench/peers/build.sh" "$out" >/dev/null
+"$here/bench/baselines/build.sh" "$out" >/dev/null
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # Each configuration measures one size per call, and every round runs all configurations of a
 # size back to back before the next size, so that the cells compared in a row ran within seconds
 # of each other (this shared VM's speed drifts by 2-3x over minutes). The sizes are those the
-# peer programs measure (8 B x 4^k) within 64 KB .. 64 MB.
+# baseline programs measure (8 B x 4^k) within 64 KB .. 64 MB.
 sizes=${SIZES:-131072 524288 2097152 8388608 33554432}
 iters() { if [ "$1" -lt 1048576 ]; then echo "-n 200 -w 20"; else echo "-n 20 -w 3"; fi; }
 # zinc OP SIZE [ENV...]: "bytes time_us" for out-of-place and in-place.
@@ -48,7 +48,7 @@ zinc() {
         "$op" -f 4 -c 0 -b "$s" -e "$s" $(iters "$s") |
         awk '$1 ~ /^[0-9]+$/ {print $1, $6; print $1, $10}'
 }
-# The peer programs measure from their second argument up to their first: here one size.
+# The baseline programs measure from their second argument up to their first: here one size.
 mpi() {
     mpirun --allow-run-as-root --oversubscribe -np $n --mca pml ob1 --mca btl tcp,self \
         --mca btl_tcp_if_include lo "$out/mpi_allreduce" "$1" "$1" |

@@ -1,4 +1,4 @@
-// Gloo allreduce timing, the peer that bench/cpu-vs-peers.sh and bench/net-vs-peers.sh compare
+// Gloo allreduce timing, the baseline that bench/cpu-vs-baselines.sh and bench/net-vs-baselines.sh compare
 // zinc against: Gloo's ring allreduce (float sum) over its TCP device on 127.0.0.1, ranks
 // meeting through a file store. Sizes MIN, 4 MIN, 16 MIN, ... up to MAX bytes (defaults 8 B and
 // 64 MB; sizes take a K, M or G suffix). Start one process per rank:
