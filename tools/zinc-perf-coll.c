@@ -9,7 +9,11 @@
  *     multiple of 16 bytes, so small sizes run with count 0;
  *   - algbw = bytes / time, where bytes is count * typesize, times nranks for the split
  *     collectives; busbw = algbw * 2(n-1)/n for allreduce, (n-1)/n for allgather,
- *     reducescatter, alltoall, gather and scatter, and 1 for broadcast, reduce and sendrecv.
+ *     reducescatter, alltoall, gather and scatter, and 1 for broadcast, reduce and sendrecv
+ *     (the list's bus column).
+ * The buffer sizes and in-place layouts come from the collective facts, the rows from the
+ * collective list (abi/coll_list.h); what is here per benchmark is how to call it and where
+ * each output element comes from.
  */
 #include <ctype.h>
 #include <string.h>
@@ -157,63 +161,23 @@ static enum zp_src src_sendrecv(int rank, int n, int root, size_t count, size_t 
     return ZP_SRC_COPY;
 }
 
-#define FACTS(c) .send_side = (c), .recv_side = (c)
+/* The list's rows without a benchmark of their own (bench none: ncclRecv, which sendrecv runs
+ * with ncclSend) get no functions, and zp_coll_find never returns them. */
+#define run_none NULL
+#define src_none NULL
 
-const struct zp_coll zp_colls[] = {
-    { .name = "all_reduce",
-      FACTS(ZN_COLL_ALLREDUCE),
-      .ip_checked = 1,
-      .bus = ZP_BUS_ALLREDUCE,
-      .run = run_all_reduce,
-      .source = src_all_reduce },
-    { .name = "all_gather",
-      FACTS(ZN_COLL_ALLGATHER),
-      .ip_checked = 1,
-      .bus = ZP_BUS_RING,
-      .run = run_all_gather,
-      .source = src_all_gather },
-    { .name = "reduce_scatter",
-      FACTS(ZN_COLL_REDUCESCATTER),
-      .ip_checked = 1,
-      .bus = ZP_BUS_RING,
-      .run = run_reduce_scatter,
-      .source = src_reduce_scatter },
-    { .name = "broadcast",
-      FACTS(ZN_COLL_BROADCAST),
-      .ip_checked = 1,
-      .bus = ZP_BUS_ONE,
-      .run = run_broadcast,
-      .source = src_broadcast },
-    { .name = "reduce",
-      FACTS(ZN_COLL_REDUCE),
-      .ip_checked = 1,
-      .bus = ZP_BUS_ONE,
-      .run = run_reduce,
-      .source = src_reduce },
-    { .name = "alltoall",
-      FACTS(ZN_COLL_ALLTOALL),
-      .bus = ZP_BUS_RING,
-      .run = run_alltoall,
-      .source = src_alltoall },
-    { .name = "sendrecv",
-      .send_side = ZN_COLL_SEND,
-      .recv_side = ZN_COLL_RECV,
-      .bus = ZP_BUS_ONE,
-      .run = run_sendrecv,
-      .source = src_sendrecv },
-    { .name = "gather",
-      FACTS(ZN_COLL_GATHER),
-      .ip_checked = 1,
-      .bus = ZP_BUS_RING,
-      .run = run_gather,
-      .source = src_gather },
-    { .name = "scatter",
-      FACTS(ZN_COLL_SCATTER),
-      .ip_checked = 1,
-      .bus = ZP_BUS_RING,
-      .run = run_scatter,
-      .source = src_scatter },
-};
+/* A row per row of the collective list (abi/coll_list.h), at its enum zn_coll: nccl-tests' name,
+ * the bus bandwidth factor, and this file's functions named after the benchmark. A
+ * point-to-point row's benchmark sends with the send row and receives with the receive row. */
+#define ZP_ROW(id, name_, api, bench, red, root, send, recv, kernel, ring, sr, zc, bus_)           \
+    [ZN_COLL_##id] = { .name = #bench,                                                             \
+                       .send_side = ZN_KERN_##kernel == ZN_KERN_P2P ? ZN_COLL_SEND : ZN_COLL_##id, \
+                       .recv_side = ZN_KERN_##kernel == ZN_KERN_P2P ? ZN_COLL_RECV : ZN_COLL_##id, \
+                       .bus = ZP_BUS_##bus_,                                                       \
+                       .run = run_##bench,                                                         \
+                       .source = src_##bench },
+const struct zp_coll zp_colls[] = { ZN_COLL_LIST(ZP_ROW) };
+#undef ZP_ROW
 const int zp_ncolls = sizeof(zp_colls) / sizeof(zp_colls[0]);
 
 /* Lower case without underscores and without a trailing "_perf": "AllReduce", "all_reduce"
@@ -232,6 +196,7 @@ const struct zp_coll *zp_coll_find(const char *name)
     char want[64], have[64];
     squash(name, want, sizeof(want));
     for (int i = 0; i < zp_ncolls; i++) {
+        if (!zp_colls[i].run) continue;
         squash(zp_colls[i].name, have, sizeof(have));
         if (strcmp(want, have) == 0) return &zp_colls[i];
     }
@@ -246,6 +211,13 @@ int zp_coll_has_op(const struct zp_coll *c)
 int zp_coll_has_root(const struct zp_coll *c)
 {
     return zn_coll_facts(c->send_side)->rooted;
+}
+
+/* nccl-tests leaves the in-place result unchecked where a block is both sent and overwritten:
+ * alltoall (its blocks overlap in place) and sendrecv (one buffer sent and received into). */
+int zp_coll_ip_checked(const struct zp_coll *c)
+{
+    return !zn_coll_facts(c->send_side)->p2p && !zn_coll_in_place_overlaps(c->send_side);
 }
 
 /* count is cut into nranks blocks where a buffer holds a block per rank. */

@@ -104,13 +104,34 @@ struct zp_bench {
  * Options
  * --------------------------------------------------------------------------------------- */
 
+/* The collectives of zp_colls, the first the default, in lines of at most 90 columns. */
+static void usage_colls(FILE *f)
+{
+    char item[96];
+    int col = fprintf(f, "  COLLECTIVE:"), n = 0;
+    for (int i = 0; i <= zp_ncolls; i++) {
+        if (i < zp_ncolls && !zp_colls[i].run) continue;
+        if (i < zp_ncolls)
+            snprintf(item, sizeof(item), "%s%s%s", n ? ", " : " ", zp_colls[i].name,
+                     n ? "" : " (default)");
+        else
+            snprintf(item, sizeof(item), " (or nccl-tests' %s_perf...)", zp_colls[0].name);
+        if (col + (int)strlen(item) > 90) {
+            col = fprintf(f, "%s\n             ", n && i < zp_ncolls ? "," : "");
+            memmove(item, item + (item[0] == ',' ? 1 : 0), strlen(item));
+        }
+        col += fprintf(f, "%s", item);
+        n++;
+    }
+    fprintf(f, "\n");
+}
+
 static void usage(FILE *f, const char *prog)
 {
+    fprintf(f, "USAGE: %s [COLLECTIVE] [options]\n", prog);
+    usage_colls(f);
     fprintf(
         f,
-        "USAGE: %s [COLLECTIVE] [options]\n"
-        "  COLLECTIVE: all_reduce (default), all_gather, reduce_scatter, broadcast, reduce,\n"
-        "              alltoall, sendrecv, gather, scatter (or nccl-tests' all_reduce_perf...)\n"
         "\t[-b,--minbytes <min size in bytes, K/M/G suffixes>] (32M)\n"
         "\t[-e,--maxbytes <max size in bytes>] (32M)\n"
         "\t[-i,--stepbytes <increment size>] (1M)\n"
@@ -133,8 +154,7 @@ static void usage(FILE *f, const char *prog)
         "Environment: ZINC_DEVICE=host uses host memory even where a GPU is visible.\n"
         "  With several processes every process needs ZINC_COMM_ID (or NCCL_COMM_ID);\n"
         "  zinc-run sets it. Ranks come from zinc-run, mpirun, srun or torchrun.\n"
-        "Exit status: 0 success, 1 wrong results, 2 error.\n",
-        prog);
+        "Exit status: 0 success, 1 wrong results, 2 error.\n");
 }
 
 /* Prints "zinc-perf: <message>" on stderr; returns -1 for the caller to pass up. */
@@ -509,7 +529,7 @@ static int bench_time(struct zp_bench *b, const struct zp_block *k, const struct
                       int in_place, struct zp_place *res)
 {
     int launches = b->o.graphs;
-    int checked = b->o.check && (!in_place || b->o.coll->ip_checked);
+    int checked = b->o.check && (!in_place || zp_coll_ip_checked(b->o.coll));
     double t0 = 0, sec, wrong = 0;
     /* Valid inputs for the timed calls too, so that floating-point work runs on numbers. */
     if (b->o.check && fill_all(b, k, sz, in_place, seed_of(99, in_place))) return -1;

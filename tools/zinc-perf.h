@@ -8,7 +8,8 @@
  *
  * Everything here is built on the public NCCL API only (nccl.h), plus the CUDA runtime when
  * ZINC_PERF_CUDA is defined, so that the same binary runs against real NCCL by switching
- * LD_LIBRARY_PATH. The one piece of zinc it reads is the table of collective facts
+ * LD_LIBRARY_PATH. The pieces of zinc it reads are the collective list (src/abi/coll_list.h:
+ * which collectives there are, their names and bus factors) and the table of collective facts
  * (src/algo/coll_facts.c, compiled into zinc-perf: it uses nothing else of the library), so
  * that which collectives reduce, have a root and how big their buffers are is said once.
  */
@@ -101,9 +102,6 @@ struct zp_coll {
      * receive buffer: the same collective, or ZN_COLL_SEND and ZN_COLL_RECV for sendrecv.
      * They say whether it takes an op and a root, and how many blocks each buffer holds. */
     enum zn_coll send_side, recv_side;
-    /* The in-place result is defined and checked; otherwise #wrong shows N/A as in
-     * nccl-tests (alltoall and sendrecv with sendbuff == recvbuff). */
-    unsigned ip_checked : 1;
     enum zp_bus bus;
     /* Issue the call. On failure *fn names the NCCL call that failed. */
     ncclResult_t (*run)(const struct zp_call *c, const char **fn);
@@ -112,12 +110,17 @@ struct zp_coll {
                           size_t *src_idx);
 };
 
+/* Indexed by enum zn_coll (a row per row of the collective list); rows without a benchmark
+ * of their own have no run function. */
 extern const struct zp_coll zp_colls[];
 extern const int zp_ncolls;
 
 /* The collective takes a reduction op / a root. */
 int zp_coll_has_op(const struct zp_coll *c);
 int zp_coll_has_root(const struct zp_coll *c);
+/* The in-place result is defined and checked; otherwise #wrong shows N/A as in nccl-tests
+ * (alltoall and sendrecv with sendbuff == recvbuff). */
+int zp_coll_ip_checked(const struct zp_coll *c);
 
 /* The collective named name ("all_reduce", "allreduce", "all_reduce_perf"), or NULL. */
 const struct zp_coll *zp_coll_find(const char *name);

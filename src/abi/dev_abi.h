@@ -28,6 +28,8 @@
 #ifndef ZN_ABI_DEV_ABI_H
 #define ZN_ABI_DEV_ABI_H
 
+#include "abi/coll_list.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -194,17 +196,6 @@ ZN_DEV_HD static inline size_t zn_dev_p2p_ll_buf(size_t ll_off, int nslots, int 
            (((size_t)src * ZN_DEV_P2P_LL_CH + (size_t)ch) * 2 + (size_t)buf) * ZN_DEV_P2P_LL_BYTES;
 }
 
-enum zn_dev_coll {
-    ZN_DEV_ALLREDUCE = 0,
-    ZN_DEV_BROADCAST,
-    ZN_DEV_REDUCE,
-    ZN_DEV_ALLGATHER,
-    ZN_DEV_REDUCESCATTER,
-    ZN_DEV_ALLTOALL,
-    ZN_DEV_GATHER,
-    ZN_DEV_SCATTER,
-};
-
 /* ZN_DEV_ALGO_RING: allreduce, allgather, reducescatter (ring steps), broadcast, reduce (chains
  * along the ring); a rank talks only to its ring neighbours, so it works where only those are
  * mapped. The others (one-shot, two-shot, LL, and every direct pattern) need every peer. */
@@ -278,7 +269,8 @@ struct zn_dev_coll_args {
     uint64_t count;         /* NCCL's count (per-block count for blocked collectives) */
     uint64_t scalar;        /* premul: one element of dtype */
     const void *scalar_dev; /* premul with ncclScalarDevice: read from here instead */
-    int32_t coll;           /* enum zn_dev_coll */
+    int32_t coll;           /* enum zn_coll (abi/coll_list.h): a collective, never a
+                               point-to-point row */
     int32_t algo;           /* enum zn_dev_algo (allreduce) */
     int32_t dtype;          /* ncclDataType_t; byte-moving collectives are launched as uint8 */
     int32_t op;             /* enum zn_red */

@@ -1,70 +1,34 @@
-/* The table of collective facts (coll_facts.h). */
+/* The table of collective facts (coll_facts.h), expanded from the collective list
+ * (abi/coll_list.h). */
 #include "coll_facts.h"
-#include "abi/dev_abi.h"
 
-/* NCCL's documentation of each call says which buffers it reads and writes, and how big they
- * are; the rows say the same in blocks of the count argument. */
+/* Every row: its columns as the facts say them. The kernels take the same enum as the host
+ * (dev_coll), except the point-to-point rows, which the send/recv kernel runs. */
 static const struct zn_coll_facts facts[ZN_NCOLL_FACTS] = {
-    [ZN_COLL_ALLREDUCE] = { .name = "AllReduce",
-                            .api = "ncclAllReduce",
-                            .reduces = 1,
-                            .send = ZN_EXT_BLOCK,
-                            .recv = ZN_EXT_BLOCK,
-                            .dev_coll = ZN_DEV_ALLREDUCE },
-    [ZN_COLL_BROADCAST] = { .name = "Broadcast",
-                            .api = "ncclBroadcast",
-                            .rooted = 1,
-                            .send = ZN_EXT_ROOT_BLOCK,
-                            .recv = ZN_EXT_BLOCK,
-                            .dev_coll = ZN_DEV_BROADCAST },
-    [ZN_COLL_REDUCE] = { .name = "Reduce",
-                         .api = "ncclReduce",
-                         .reduces = 1,
-                         .rooted = 1,
-                         .send = ZN_EXT_BLOCK,
-                         .recv = ZN_EXT_ROOT_BLOCK,
-                         .dev_coll = ZN_DEV_REDUCE },
-    [ZN_COLL_ALLGATHER] = { .name = "AllGather",
-                            .api = "ncclAllGather",
-                            .send = ZN_EXT_BLOCK,
-                            .recv = ZN_EXT_BLOCKS,
-                            .dev_coll = ZN_DEV_ALLGATHER },
-    [ZN_COLL_REDUCESCATTER] = { .name = "ReduceScatter",
-                                .api = "ncclReduceScatter",
-                                .reduces = 1,
-                                .send = ZN_EXT_BLOCKS,
-                                .recv = ZN_EXT_BLOCK,
-                                .dev_coll = ZN_DEV_REDUCESCATTER },
-    [ZN_COLL_ALLTOALL] = { .name = "AlltoAll",
-                           .api = "ncclAlltoAll",
-                           .send = ZN_EXT_BLOCKS,
-                           .recv = ZN_EXT_BLOCKS,
-                           .dev_coll = ZN_DEV_ALLTOALL },
-    [ZN_COLL_GATHER] = { .name = "Gather",
-                         .api = "ncclGather",
-                         .rooted = 1,
-                         .send = ZN_EXT_BLOCK,
-                         .recv = ZN_EXT_ROOT_BLOCKS,
-                         .dev_coll = ZN_DEV_GATHER },
-    [ZN_COLL_SCATTER] = { .name = "Scatter",
-                          .api = "ncclScatter",
-                          .rooted = 1,
-                          .send = ZN_EXT_ROOT_BLOCKS,
-                          .recv = ZN_EXT_BLOCK,
-                          .dev_coll = ZN_DEV_SCATTER },
-    [ZN_COLL_SEND] = { .name = "Send",
-                       .api = "ncclSend",
-                       .p2p = 1,
-                       .send = ZN_EXT_BLOCK,
-                       .recv = ZN_EXT_NONE,
-                       .dev_coll = -1 },
-    [ZN_COLL_RECV] = { .name = "Recv",
-                       .api = "ncclRecv",
-                       .p2p = 1,
-                       .send = ZN_EXT_NONE,
-                       .recv = ZN_EXT_BLOCK,
-                       .dev_coll = -1 },
+#define ZN_X(id, name_, api_, bench, red, root, send_, recv_, kernel_, ring_, sr, zc_, bus) \
+    [ZN_COLL_##id] = { .name = #name_,                                                      \
+                       .api = #api_,                                                        \
+                       .reduces = red,                                                      \
+                       .rooted = root,                                                      \
+                       .p2p = ZN_KERN_##kernel_ == ZN_KERN_P2P,                             \
+                       .send = ZN_EXT_##send_,                                              \
+                       .recv = ZN_EXT_##recv_,                                              \
+                       .kernel = ZN_KERN_##kernel_,                                         \
+                       .ring = ring_,                                                       \
+                       .sendrecv = sr,                                                      \
+                       .zc = ZN_ZC_##zc_,                                                   \
+                       .dev_coll = ZN_KERN_##kernel_ == ZN_KERN_P2P ? -1 : ZN_COLL_##id },
+    ZN_COLL_LIST(ZN_X)
+#undef ZN_X
 };
+
+/* The point-to-point rows come after the collectives (ZN_NCOLLS counts the rows before them):
+ * algorithms index their tables of collectives by enum zn_coll below ZN_NCOLLS. */
+#define ZN_X(id, name_, api_, bench, red, root, send_, recv_, kernel_, ...)                     \
+    _Static_assert((ZN_KERN_##kernel_ == ZN_KERN_P2P) == ((int)ZN_COLL_##id >= (int)ZN_NCOLLS), \
+                   "the point-to-point rows of ZN_COLL_LIST come last: " #id);
+ZN_COLL_LIST(ZN_X)
+#undef ZN_X
 
 static const struct zn_coll_facts unknown = {
     .name = "?", .api = "?", .send = ZN_EXT_NONE, .recv = ZN_EXT_NONE, .dev_coll = -1

@@ -1,48 +1,30 @@
 /*
- * The facts of every collective, stated once: whether it reduces, whether it has a root, how
- * many elements each rank reads from its send buffer and writes to its receive buffer, which
- * kernel family runs it and what its NCCL entry point is called. Send and receive are rows of
- * the same table. The API's checks (api/coll.c), the host executor (exec/exec.c), the CUDA
- * paths (exec/cuda_exec.c, exec/cuda_stage.c), the algorithms and zinc-perf read these rows,
- * so a new collective touches this table, its algorithms and its kernels only.
+ * The facts of every collective, as a table of rows: whether it reduces, whether it has a
+ * root, how many elements each rank reads from its send buffer and writes to its receive
+ * buffer, which kernel family runs it and what its NCCL entry point is called. Send and
+ * receive are rows of the same table. The rows are expanded from the collective list
+ * (abi/coll_list.h), the one place a collective is described; this header derives the rest
+ * (element counts, in-place layouts, the routes of the blocks).
+ *
+ * The API's checks (api/coll.c), the host executor (exec/exec.c), the CUDA paths
+ * (exec/cuda_exec.c, exec/cuda_stage.c), the host algorithms, the GPU selection (algo/gpu.c)
+ * and zinc-perf read these rows. A new collective touches the list, its NCCL entry point, its
+ * algorithms, its kernels and its tests (abi/coll_list.h says which), not this table.
  *
  * Sizes are in NCCL's blocks: the count argument of a call is one block (the whole vector for
  * allreduce, broadcast and reduce; sendcount, recvcount or the per-peer count for the others),
  * and a buffer holds one block or nranks blocks, on every rank or on the root only.
  *
- * This header and coll_facts.c use nothing but the C library and abi/dev_abi.h, so that
- * zinc-perf, which is built on the public API only, compiles them in and reads the same rows.
+ * This header and coll_facts.c use nothing but the C library and abi/, so that zinc-perf,
+ * which is built on the public API only, compiles them in and reads the same rows.
  */
 #ifndef ZN_ALGO_COLL_FACTS_H
 #define ZN_ALGO_COLL_FACTS_H
 
+#include "abi/coll_list.h"
+
 #include <stddef.h>
 #include <stdint.h>
-
-enum zn_coll {
-    ZN_COLL_ALLREDUCE,
-    ZN_COLL_BROADCAST,
-    ZN_COLL_REDUCE,
-    ZN_COLL_ALLGATHER,
-    ZN_COLL_REDUCESCATTER,
-    ZN_COLL_ALLTOALL,
-    ZN_COLL_GATHER,
-    ZN_COLL_SCATTER,
-    ZN_NCOLLS, /* the collectives: what algorithms plan (algo.h) */
-    /* Point-to-point operations: facts only, no algorithm plans them. */
-    ZN_COLL_SEND = ZN_NCOLLS,
-    ZN_COLL_RECV,
-    ZN_NCOLL_FACTS
-};
-
-/* How much of a buffer one rank uses, in blocks of count elements. */
-enum zn_coll_extent {
-    ZN_EXT_NONE,        /* no buffer */
-    ZN_EXT_BLOCK,       /* one block on every rank */
-    ZN_EXT_BLOCKS,      /* nranks blocks on every rank */
-    ZN_EXT_ROOT_BLOCK,  /* one block on the root, nothing on the others */
-    ZN_EXT_ROOT_BLOCKS, /* nranks blocks on the root, nothing on the others */
-};
 
 struct zn_coll_facts {
     const char *name; /* "AllReduce": logs, zinc-info, the state dump */
@@ -52,8 +34,13 @@ struct zn_coll_facts {
     uint8_t p2p;      /* send or receive: one peer (zn_coll_args.peer), no plan */
     uint8_t send;     /* enum zn_coll_extent of sendbuff */
     uint8_t recv;     /* enum zn_coll_extent of recvbuff */
-    int8_t dev_coll;  /* enum zn_dev_coll of its kernels (abi/dev_abi.h); -1: the send/recv
-                         kernel */
+    uint8_t kernel;   /* enum zn_coll_kernel: the GPU kernel family */
+    uint8_t ring;     /* ring kernels run it on the GPU; the host ring algorithm knows it */
+    uint8_t sendrecv; /* it is the sends and receives of its routes (alltoall, gather,
+                         scatter): the send/recv kernel on the GPU, pairwise on the host */
+    uint8_t zc;       /* enum zn_coll_zc: the peers' buffers its zero-copy kernel reaches */
+    int8_t dev_coll;  /* zn_dev_coll_args.coll of its kernels (the same enum zn_coll); -1: the
+                         send/recv kernel */
 };
 
 /* The row of c; a row named "?" with no buffers for a value out of range (the state dump
@@ -134,6 +121,15 @@ static inline int zn_coll_in_place_offset(enum zn_coll c)
     const struct zn_coll_facts *f = zn_coll_facts(c);
     int s = zn_coll_extent_per_rank(f->send), r = zn_coll_extent_per_rank(f->recv);
     return !s && r ? 1 : s && !r ? -1 : 0;
+}
+
+/* In place, both buffers hold a block per rank in the same memory (alltoall): a block that a
+ * peer's block lands on may still have to be sent. Patterns that send blocks while others
+ * arrive cannot run such a call; nccl-tests leaves its result unchecked. */
+static inline int zn_coll_in_place_overlaps(enum zn_coll c)
+{
+    const struct zn_coll_facts *f = zn_coll_facts(c);
+    return f->send == ZN_EXT_BLOCKS && f->recv == ZN_EXT_BLOCKS;
 }
 
 #endif

@@ -54,10 +54,17 @@ static int whole_channels(const struct zn_gpu_call *c)
     return channels_for(c, c->bytes, c->chunk);
 }
 
+/* The GPU kernel family of the call's collective (abi/coll_list.h): allreduce's own patterns,
+ * one direct pattern each, or the send/recv kernel. */
+static int kernel_of(const struct zn_gpu_call *c)
+{
+    return zn_coll_facts(c->coll)->kernel;
+}
+
 /* Allreduce patterns that split the vector into the ranks' pieces size channels per piece. */
 static int piece_channels(const struct zn_gpu_call *c)
 {
-    if (c->coll != ZN_COLL_ALLREDUCE) return whole_channels(c);
+    if (kernel_of(c) != ZN_KERN_ALLREDUCE) return whole_channels(c);
     return channels_for(c, c->bytes / (size_t)c->nranks, c->chunk);
 }
 
@@ -89,13 +96,14 @@ static int all_peers_mapped(const struct zn_gpu_call *c)
 
 /* --- zero-copy ------------------------------------------------------------------------- */
 
-/* Registered buffers (NCCL's contract: then every rank's are). Not in-place alltoall: a rank
- * would overwrite a block its peer is still sending. Not PreMulSum: each rank scales its own
- * input by its own scalar, which zero-copy, reading the peers' inputs as they are, cannot do. */
+/* Registered buffers (NCCL's contract: then every rank's are). Not in place where the blocks
+ * overlap (alltoall): a rank would overwrite a block its peer is still sending. Not PreMulSum: each
+ * rank scales its own input by its own scalar, which zero-copy, reading the peers' inputs as they
+ * are, cannot do. */
 static int zerocopy_supports(const struct zn_gpu_call *c)
 {
     if (c->ring_mode || c->nranks < 2 || !c->registered || c->premul) return 0;
-    return !(c->coll == ZN_COLL_ALLTOALL && c->in_place);
+    return !(c->in_place && zn_coll_in_place_overlaps(c->coll));
 }
 
 /* Zero-copy allreduce above the LL sizes up to 16 MB, zero-copy reducescatter for blocks above
@@ -107,7 +115,7 @@ static int zerocopy_supports(const struct zn_gpu_call *c)
  * peers' inputs too but saves more: blocks of 8 MB 39.5 us against 44.7, 128 MB 424.6 against
  * 559.6 (NCCL -R 1: 561.8); 2 MB 19.5 against 18.2. Allgather (stores into the peers' outputs)
  * was no better than the FIFOs beyond noise (16 MB 36.6 against 36.4 us, 256 MB 437.8 against
- * 426.6). */
+ * 426.6). The crossovers are measured per collective, so they are named here. */
 static double zerocopy_cost(const struct zn_gpu_call *c)
 {
     int wins = c->coll == ZN_COLL_ALLREDUCE       ? !ll_fits(c) && c->bytes <= ZC_MAX_BYTES
@@ -122,7 +130,7 @@ static double zerocopy_cost(const struct zn_gpu_call *c)
  * fenced FIFO steps. */
 static int ring_ll_supports(const struct zn_gpu_call *c)
 {
-    return c->nranks > 1 && c->nranks <= ZN_DEV_MAX_RANKS && c->coll == ZN_COLL_ALLREDUCE &&
+    return c->nranks > 1 && c->nranks <= ZN_DEV_MAX_RANKS && kernel_of(c) == ZN_KERN_ALLREDUCE &&
            ll_fits(c) && ring_ll_channels(c) && !c->net;
 }
 
@@ -147,7 +155,7 @@ static double ring_cost(const struct zn_gpu_call *c)
 
 static int oneshot_ll_supports(const struct zn_gpu_call *c)
 {
-    return c->coll == ZN_COLL_ALLREDUCE && all_peers_mapped(c) && ll_fits(c);
+    return kernel_of(c) == ZN_KERN_ALLREDUCE && all_peers_mapped(c) && ll_fits(c);
 }
 
 /* LL (flagged packets, no fences) wherever it fits. */
@@ -158,13 +166,13 @@ static double ll_cost(const struct zn_gpu_call *c)
 
 static int allreduce_supports(const struct zn_gpu_call *c)
 {
-    return c->coll == ZN_COLL_ALLREDUCE && all_peers_mapped(c);
+    return kernel_of(c) == ZN_KERN_ALLREDUCE && all_peers_mapped(c);
 }
 
 /* FIFO slots only, so also where some peers are net shadows (all_fifos). */
 static int oneshot_supports(const struct zn_gpu_call *c)
 {
-    return c->coll == ZN_COLL_ALLREDUCE && (all_peers_mapped(c) || c->all_fifos);
+    return kernel_of(c) == ZN_KERN_ALLREDUCE && (all_peers_mapped(c) || c->all_fifos);
 }
 
 /* Across hosts it beats the ring (cost 1 in ring mode) only while latency rules. */
@@ -185,13 +193,13 @@ static double twoshot_cost(const struct zn_gpu_call *c)
  * time where the FIFOs took up to 1.4x. */
 static int direct_ll_supports(const struct zn_gpu_call *c)
 {
-    return c->coll != ZN_COLL_ALLREDUCE && all_peers_mapped(c) && ll_fits(c);
+    return kernel_of(c) == ZN_KERN_DIRECT && all_peers_mapped(c) && ll_fits(c);
 }
 
 /* FIFO slots only, so also where some peers are net shadows (all_fifos). */
 static int direct_supports(const struct zn_gpu_call *c)
 {
-    return c->coll != ZN_COLL_ALLREDUCE && (all_peers_mapped(c) || c->all_fifos);
+    return kernel_of(c) == ZN_KERN_DIRECT && (all_peers_mapped(c) || c->all_fifos);
 }
 
 static double direct_cost(const struct zn_gpu_call *c)
@@ -277,6 +285,7 @@ static const struct zn_gpu_algo gpu_twoshot = {
  * against 151.3 (NCCL 169), 512 MB 2155 against 1939 (NCCL 1985). */
 #define SPLIT_MIN_BYTES ((size_t)16 << 20)
 
+/* Its kernel (reducescatter_split, device/coll.cu) is reducescatter's alone. */
 static int split_supports(const struct zn_gpu_call *c)
 {
     return c->coll == ZN_COLL_REDUCESCATTER && c->nranks > 1 && all_peers_mapped(c) && !c->net;
@@ -377,33 +386,27 @@ const struct zn_gpu_algo *zn_gpu_algo_select(const struct zn_gpu_call *c, int *n
     return g;
 }
 
+/* The list's ring column (abi/coll_list.h). */
 int zn_gpu_ring_on_gpu(enum zn_coll c)
 {
-    return c == ZN_COLL_ALLREDUCE || c == ZN_COLL_ALLGATHER || c == ZN_COLL_REDUCESCATTER ||
-           c == ZN_COLL_BROADCAST || c == ZN_COLL_REDUCE;
+    return zn_coll_facts(c)->ring;
 }
 
-/* Alltoall, gather and scatter as the send/recv kernel (NCCL's scheme for them): each peer's
- * FIFO moves as fast as that peer takes it, with every slot of it in flight, where the direct
- * pattern waits for every peer's piece per step. Not in-place alltoall (a block would be
- * overwritten while it is still being sent): that one keeps the direct pattern, whose steps
- * read a window of every block before they write any. */
+/* The collectives that are the sends and receives of their routes (the list's sendrecv column:
+ * alltoall, gather, scatter) as the send/recv kernel (NCCL's scheme for them): each peer's FIFO
+ * moves as fast as that peer takes it, with every slot of it in flight, where the direct
+ * pattern waits for every peer's piece per step. Not in place where the blocks overlap
+ * (alltoall: a block would be overwritten while it is still being sent): that one keeps the
+ * direct pattern, whose steps read a window of every block before they write any. */
 int zn_gpu_as_sendrecv(enum zn_coll c, int in_place)
 {
-    return (c == ZN_COLL_ALLTOALL && !in_place) || c == ZN_COLL_GATHER || c == ZN_COLL_SCATTER;
+    return zn_coll_facts(c)->sendrecv && !(in_place && zn_coll_in_place_overlaps(c));
 }
 
-/* Allreduce needs both; the collectives whose kernels store into their destinations
- * (allgather, alltoall, broadcast, scatter) the receive buffers; those that read the peers'
- * inputs (reducescatter, reduce, gather) the send buffers (device/coll_zc.cuh). */
+/* The list's zc column: allreduce needs both; the collectives whose kernels store into their
+ * destinations (allgather, alltoall, broadcast, scatter) the receive buffers; those that read
+ * the peers' inputs (reducescatter, reduce, gather) the send buffers (device/coll_zc.cuh). */
 int zn_gpu_zc_buffers(enum zn_coll c)
 {
-    switch (c) {
-    case ZN_COLL_ALLREDUCE: return ZN_GPU_ZC_SEND | ZN_GPU_ZC_RECV;
-    case ZN_COLL_ALLGATHER:
-    case ZN_COLL_ALLTOALL:
-    case ZN_COLL_BROADCAST:
-    case ZN_COLL_SCATTER: return ZN_GPU_ZC_RECV;
-    default: return ZN_GPU_ZC_SEND;
-    }
+    return zn_coll_facts(c)->zc;
 }

@@ -63,15 +63,17 @@ const struct zn_gpu_algo *const *zn_gpu_algo_list(int *count);
  * support every call. */
 const struct zn_gpu_algo *zn_gpu_algo_select(const struct zn_gpu_call *c, int *nch);
 
-/* Ring mode runs these collectives with the ring kernels on the GPU and stages the rest. */
+/* Ring mode runs these collectives with the ring kernels on the GPU and stages the rest (the
+ * list's ring column). */
 int zn_gpu_ring_on_gpu(enum zn_coll c);
 
 /* Across hosts with every peer's FIFO (all_fifos), these collectives run as the send/recv
  * kernel's sends and receives (their routes in coll_facts.h) instead of a direct pattern. */
 int zn_gpu_as_sendrecv(enum zn_coll c, int in_place);
 
-/* The registered buffers the zero-copy kernel of c reaches into on the peers. */
-enum { ZN_GPU_ZC_SEND = 1, ZN_GPU_ZC_RECV = 2 };
+/* The registered buffers the zero-copy kernel of c reaches into on the peers (the list's zc
+ * column, abi/coll_list.h). */
+enum { ZN_GPU_ZC_SEND = ZN_ZC_SEND, ZN_GPU_ZC_RECV = ZN_ZC_RECV };
 int zn_gpu_zc_buffers(enum zn_coll c);
 
 #endif

@@ -10,6 +10,10 @@
  *           receive into scratch, then copy over the block just sent.
  * gather    the root receives from every other rank in one round; the others send once.
  * scatter   the inverse.
+ *
+ * These are the collectives that are the sends and receives of their routes (the list's
+ * sendrecv column, abi/coll_list.h); which rank sends which block where comes from the routes
+ * of coll_facts.h, and the rooted ones (gather, scatter) share one round at the root.
  */
 #include "msg_util.h"
 
@@ -22,7 +26,12 @@ enum {
 
 static int pairwise_supports(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
-    return a->coll == ZN_COLL_ALLTOALL || a->coll == ZN_COLL_GATHER || a->coll == ZN_COLL_SCATTER;
+    return zn_coll_facts(a->coll)->sendrecv;
+}
+
+static int rooted(const struct zn_coll_args *a)
+{
+    return zn_coll_facts(a->coll)->rooted;
 }
 
 static double pairwise_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
@@ -30,14 +39,15 @@ static double pairwise_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_
     int n = ctx->nranks;
     if (n == 1) return zn_msg_cost_single(a);
     size_t block = a->count * a->esize;
-    if (a->coll == ZN_COLL_ALLTOALL) return (n - 1) * zn_cost_msg(ctx, block);
+    if (!rooted(a)) return (n - 1) * zn_cost_msg(ctx, block);
     /* gather/scatter: one round; the root's link carries n-1 blocks. */
     return zn_cost_msg(ctx, (size_t)(n - 1) * block);
 }
 
+/* In place with every block both sent and overwritten (alltoall). */
 static int alltoall_in_place(const struct zn_coll_args *a)
 {
-    return a->coll == ZN_COLL_ALLTOALL && a->sendbuf == a->recvbuf;
+    return zn_coll_in_place_overlaps(a->coll) && a->sendbuf == a->recvbuf;
 }
 
 static size_t pairwise_scratch(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
@@ -49,7 +59,7 @@ static size_t pairwise_scratch(const struct zn_algo_ctx *ctx, const struct zn_co
 static void pairwise_start(struct zn_plan *p)
 {
     memset(p->st, 0, sizeof(p->st));
-    if (p->a.coll == ZN_COLL_ALLTOALL && !alltoall_in_place(&p->a)) p->st[ST_K] = 1;
+    if (!rooted(&p->a) && !alltoall_in_place(&p->a)) p->st[ST_K] = 1;
 }
 
 static int alltoall_round(struct zn_plan *p, struct zn_round *r)
@@ -76,41 +86,38 @@ static int alltoall_round(struct zn_plan *p, struct zn_round *r)
     return 1;
 }
 
-static int gather_scatter_round(struct zn_plan *p, struct zn_round *r)
+/* Gather and scatter: every block travels between the root and another rank, in one round;
+ * the root's own block is a local copy (dropped by the builder in place). */
+static int rooted_round(struct zn_plan *p, struct zn_round *r)
 {
     const struct zn_coll_args *a = &p->a;
-    int n = p->ctx->nranks, rank = p->ctx->rank, root = a->root;
+    int n = p->ctx->nranks, rank = p->ctx->rank, root = a->root, sb, db;
     size_t block = a->count * a->esize;
     if (p->st[ST_K]++) return 0;
-    int gather = a->coll == ZN_COLL_GATHER;
     if (rank != root) {
-        if (gather)
-            zn_msg_send(r, root, a->sendbuf, block);
-        else
-            zn_msg_recv(r, root, a->recvbuf, block);
+        if (zn_coll_route(a->coll, rank, root, root, &sb, &db))
+            zn_msg_send(r, root, (const char *)a->sendbuf + (size_t)sb * block, block);
+        if (zn_coll_route(a->coll, root, rank, root, &sb, &db))
+            zn_msg_recv(r, root, (char *)a->recvbuf + (size_t)db * block, block);
         return 1;
     }
     for (int i = 0; i < n; i++) {
         if (i == root) continue;
-        if (gather)
-            zn_msg_recv(r, i, (char *)a->recvbuf + (size_t)i * block, block);
-        else
-            zn_msg_send(r, i, (const char *)a->sendbuf + (size_t)i * block, block);
+        if (zn_coll_route(a->coll, root, i, root, &sb, &db))
+            zn_msg_send(r, i, (const char *)a->sendbuf + (size_t)sb * block, block);
+        if (zn_coll_route(a->coll, i, root, root, &sb, &db))
+            zn_msg_recv(r, i, (char *)a->recvbuf + (size_t)db * block, block);
     }
-    /* The root's own block (dropped by the builder in place). */
-    if (gather)
-        zn_round_copy(r, (char *)a->recvbuf + (size_t)root * block, a->sendbuf, block);
-    else
-        zn_round_copy(r, a->recvbuf, (const char *)a->sendbuf + (size_t)root * block, block);
+    if (zn_coll_route(a->coll, root, root, root, &sb, &db))
+        zn_round_copy(r, (char *)a->recvbuf + (size_t)db * block,
+                      (const char *)a->sendbuf + (size_t)sb * block, block);
     return 1;
 }
 
 static int pairwise_next(struct zn_plan *p, struct zn_round *r)
 {
     if (p->ctx->nranks == 1) return zn_msg_next_single(p, r);
-    int (*round)(struct zn_plan *, struct zn_round *) =
-        p->a.coll == ZN_COLL_ALLTOALL ? alltoall_round : gather_scatter_round;
-    return zn_algo_next_nonempty(p, r, round);
+    return zn_algo_next_nonempty(p, r, rooted(&p->a) ? rooted_round : alltoall_round);
 }
 
 const struct zn_algo zn_algo_pairwise = {

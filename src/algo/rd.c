@@ -35,6 +35,7 @@ enum {
 
 enum { ROLE_PLAIN, ROLE_FOLDER, ROLE_EXTRA };
 
+/* Its rounds (exchanges of the whole vector) are allreduce's alone. */
 static int rd_supports(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
     return a->coll == ZN_COLL_ALLREDUCE;

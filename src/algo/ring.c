@@ -33,58 +33,58 @@ enum {
     ST_D,      /* chain position: 0 = first rank of the chain */
 };
 
-static int ring_supports(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
-{
-    switch (a->coll) {
-    case ZN_COLL_ALLREDUCE:
-    case ZN_COLL_BROADCAST:
-    case ZN_COLL_REDUCE:
-    case ZN_COLL_ALLGATHER:
-    case ZN_COLL_REDUCESCATTER: return 1;
-    default: return 0;
-    }
-}
+/* The ring's schedule of a collective: the collectives it runs differ too much for one
+ * schedule, so each has a round generator of its own (below) and a row here saying what the
+ * cost model, scratch and start need. A collective without a row is not supported. */
+enum { CHAIN_NONE, CHAIN_FROM_ROOT, CHAIN_TO_ROOT };
+
+struct ring_sched {
+    int (*round)(struct zn_plan *p, struct zn_round *r);
+    /* Scratch bytes of this rank for pieces of `piece` bytes (NULL: none). */
+    size_t (*scratch)(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a, size_t piece);
+    int passes;   /* times each piece goes round the ring, n-1 steps each (0: a chain); where
+                     the collective reduces (coll_facts.h), the first pass reduces */
+    int chain;    /* a chain from the root or ending at it, along the ring order */
+    int segments; /* the vector is cut into n segments, one per ring position */
+};
+
+static const struct ring_sched *sched_of(enum zn_coll c);
 
 /* Elements of the longest run that gets cut into pieces. */
 static size_t run_len(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
-    if (a->coll == ZN_COLL_ALLREDUCE) return zn_msg_seg_len(a->count, ctx->nranks, 0);
+    if (sched_of(a->coll)->segments) return zn_msg_seg_len(a->count, ctx->nranks, 0);
     return a->count;
+}
+
+static int ring_supports(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
+{
+    return sched_of(a->coll) != NULL;
 }
 
 static double ring_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
     int n = ctx->nranks;
     if (n == 1) return zn_msg_cost_single(a);
+    const struct ring_sched *sc = sched_of(a->coll);
     size_t ce = zn_msg_chunk_elems(ctx, a->esize), len = run_len(ctx, a);
     double k = (double)zn_msg_npieces(len, ce);
     size_t piece = zn_msg_min(ce, len) * a->esize;
-    double msg = zn_cost_msg(ctx, piece), red = 2.0 * (double)piece / zn_cost.reduce_bw;
+    double msg = zn_cost_msg(ctx, piece), red = 0;
+    if (zn_coll_facts(a->coll)->reduces) red = 2.0 * (double)piece / zn_cost.reduce_bw;
+    /* A chain: the last piece leaves the first rank after k rounds and needs n-2 more. */
+    if (sc->chain != CHAIN_NONE) return (k + n - 2) * (msg + red);
     double steps = (double)(n - 1) * k;
-    switch (a->coll) {
-    case ZN_COLL_ALLREDUCE: return steps * (2 * msg + red);
-    case ZN_COLL_REDUCESCATTER: return steps * (msg + red);
-    case ZN_COLL_ALLGATHER: return steps * msg;
-    case ZN_COLL_BROADCAST: return (k + n - 2) * msg;
-    case ZN_COLL_REDUCE: return (k + n - 2) * (msg + red);
-    default: return 1e30;
-    }
+    return steps * (sc->passes * msg + red);
 }
 
 static size_t ring_scratch(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
     int n = ctx->nranks;
-    if (n == 1) return 0;
+    const struct ring_sched *sc = sched_of(a->coll);
+    if (n == 1 || !sc->scratch) return 0;
     size_t piece = zn_msg_min(zn_msg_chunk_elems(ctx, a->esize), run_len(ctx, a)) * a->esize;
-    switch (a->coll) {
-    case ZN_COLL_ALLREDUCE: return piece;
-    case ZN_COLL_REDUCESCATTER: return n > 2 ? 2 * piece : piece;
-    case ZN_COLL_REDUCE: {
-        int e = zn_msg_mod(ctx->ring_pos - zn_msg_ring_find(ctx, a->root) - 1, n);
-        return e == 0 ? 0 : e == n - 1 ? piece : 2 * piece;
-    }
-    default: return 0;
-    }
+    return sc->scratch(ctx, a, piece);
 }
 
 static void ring_start(struct zn_plan *p)
@@ -95,9 +95,10 @@ static void ring_start(struct zn_plan *p)
     p->st[ST_CE] = (int64_t)zn_msg_chunk_elems(ctx, p->a.esize);
     p->st[ST_K] = (int64_t)zn_msg_npieces(run_len(ctx, &p->a), (size_t)p->st[ST_CE]);
     if (n == 1) return;
-    int root_pos = zn_msg_ring_find(ctx, p->a.root);
-    if (p->a.coll == ZN_COLL_BROADCAST) p->st[ST_D] = zn_msg_mod(ctx->ring_pos - root_pos, n);
-    if (p->a.coll == ZN_COLL_REDUCE) p->st[ST_D] = zn_msg_mod(ctx->ring_pos - root_pos - 1, n);
+    /* Chain position: 0 for the first rank of the chain, n-1 for the last. */
+    int root_pos = zn_msg_ring_find(ctx, p->a.root), chain = sched_of(p->a.coll)->chain;
+    if (chain == CHAIN_FROM_ROOT) p->st[ST_D] = zn_msg_mod(ctx->ring_pos - root_pos, n);
+    if (chain == CHAIN_TO_ROOT) p->st[ST_D] = zn_msg_mod(ctx->ring_pos - root_pos - 1, n);
 }
 
 /* Moves to the next (piece, step), nsteps steps per piece; returns 1 (a round was built). */
@@ -253,20 +254,51 @@ static int reduce_round(struct zn_plan *p, struct zn_round *r)
     return 1;
 }
 
+/* The partial sums of a piece received (reduce-scatter steps). */
+static size_t allreduce_scratch(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a,
+                                size_t piece)
+{
+    return piece;
+}
+
+/* Two pieces (the one received, the one being passed on) from 3 ranks. */
+static size_t reducescatter_scratch(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a,
+                                    size_t piece)
+{
+    return ctx->nranks > 2 ? 2 * piece : piece;
+}
+
+/* The first rank of the chain none, the root one piece, the middle ranks two. */
+static size_t reduce_scratch(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a,
+                             size_t piece)
+{
+    int n = ctx->nranks, e = zn_msg_mod(ctx->ring_pos - zn_msg_ring_find(ctx, a->root) - 1, n);
+    return e == 0 ? 0 : e == n - 1 ? piece : 2 * piece;
+}
+
+static const struct ring_sched scheds[ZN_NCOLLS] = {
+    [ZN_COLL_ALLREDUCE] = { .round = allreduce_round,
+                            .scratch = allreduce_scratch,
+                            .passes = 2,
+                            .segments = 1 },
+    [ZN_COLL_ALLGATHER] = { .round = allgather_round, .passes = 1 },
+    [ZN_COLL_REDUCESCATTER] = { .round = reducescatter_round,
+                                .scratch = reducescatter_scratch,
+                                .passes = 1 },
+    [ZN_COLL_BROADCAST] = { .round = broadcast_round, .chain = CHAIN_FROM_ROOT },
+    [ZN_COLL_REDUCE] = { .round = reduce_round, .scratch = reduce_scratch, .chain = CHAIN_TO_ROOT },
+};
+
+static const struct ring_sched *sched_of(enum zn_coll c)
+{
+    return (unsigned)c < ZN_NCOLLS && scheds[c].round ? &scheds[c] : NULL;
+}
+
 static int ring_next(struct zn_plan *p, struct zn_round *r)
 {
     if (p->ctx->nranks == 1) return zn_msg_next_single(p, r);
-    int (*round)(struct zn_plan *, struct zn_round *);
-    switch (p->a.coll) {
-    case ZN_COLL_ALLREDUCE: round = allreduce_round; break;
-    case ZN_COLL_ALLGATHER: round = allgather_round; break;
-    case ZN_COLL_REDUCESCATTER: round = reducescatter_round; break;
-    case ZN_COLL_BROADCAST: round = broadcast_round; break;
-    case ZN_COLL_REDUCE: round = reduce_round; break;
-    default: return 0;
-    }
     /* Skipping rounds with nothing for this rank (short last pieces). */
-    return zn_algo_next_nonempty(p, r, round);
+    return zn_algo_next_nonempty(p, r, sched_of(p->a.coll)->round);
 }
 
 const struct zn_algo zn_algo_ring = {

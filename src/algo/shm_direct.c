@@ -10,6 +10,9 @@
  *
  * Reductions run over the sources in rank order 0..n-1 on every rank, so all ranks get
  * bit-identical results.
+ *
+ * Which rank produces what and which reads it are the routes of the collective's blocks
+ * (coll_facts.h): nothing here names a collective, so every row of the list runs.
  */
 #include "shm_common.h"
 
@@ -28,26 +31,20 @@ static size_t window_max(const struct zn_algo_ctx *ctx, const struct zn_coll_arg
     return w ? w : 1;
 }
 
+/* The model: a reduction copies its input in and reduces n blocks' worth; the others move the
+ * largest buffer (the root's) through the arena once, plus a block of their own. */
 static double direct_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
     int n = ctx->nranks;
     size_t wmax = window_max(ctx, a);
     double windows = (double)((a->count + wmax - 1) / wmax);
     double block = (double)(a->count * a->esize);
-    double move = 0;
-    switch (a->coll) {
-    case ZN_COLL_ALLREDUCE:
-        move = block / zn_cost.shm_bw + (double)n * block / zn_cost.reduce_bw;
-        break;
-    case ZN_COLL_REDUCESCATTER:
-        move = (double)n * block / zn_cost.shm_bw + (double)n * block / zn_cost.reduce_bw;
-        break;
-    case ZN_COLL_REDUCE:
-        move = block / zn_cost.shm_bw + (double)n * block / zn_cost.reduce_bw;
-        break;
-    case ZN_COLL_BROADCAST: move = 2 * block / zn_cost.shm_bw; break;
-    default: move = (double)(n + 1) * block / zn_cost.shm_bw; break;
-    }
+    int in = zn_coll_send_blocks(a->coll, n), out = zn_coll_recv_blocks(a->coll, n);
+    double move;
+    if (zn_coll_facts(a->coll)->reduces)
+        move = (double)in * block / zn_cost.shm_bw + (double)n * block / zn_cost.reduce_bw;
+    else
+        move = (double)((in > out ? in : out) + 1) * block / zn_cost.shm_bw;
     return windows * 2 * zn_shm_sync_cost(n) + move;
 }
 
@@ -64,131 +61,63 @@ static void direct_start(struct zn_plan *p)
     p->st[ST_SIG] = (int64_t)zn_shm_sig(&p->a);
 }
 
-/* Phase 0: put this rank's part of the window into its buffer, post READY. */
+/* Phase 0: put what the others need from this rank into its buffer, post READY. Where the
+ * send buffer holds a block per destination (reducescatter, alltoall, scatter) the buffer holds
+ * a window of each, at the destination's index; else the window of the one block. A rank that
+ * no other rank reads from (the root of a gather or a reduce) produces nothing. */
 static void produce(struct zn_plan *p, struct zn_round *r, uint64_t seq, size_t off, size_t w)
 {
     struct zn_arena *ar = p->ctx->arena;
     const struct zn_coll_args *a = &p->a;
-    int me = ar->rank, n = ar->nranks;
+    int me = ar->rank, n = ar->nranks, sb, db;
     size_t es = a->esize, cb = a->count * es; /* bytes of one block */
     uint8_t *buf = zn_arena_buf(ar, me, seq);
     const uint8_t *in = a->sendbuf;
     uint64_t sig = (uint64_t)p->st[ST_SIG];
-    int producer = 1;
-    switch (a->coll) {
-    case ZN_COLL_ALLREDUCE:
-    case ZN_COLL_REDUCE:
-    case ZN_COLL_ALLGATHER: zn_round_copy(r, buf, in + off * es, w * es); break;
-    case ZN_COLL_BROADCAST:
-        if ((producer = me == a->root)) zn_round_copy(r, buf, in + off * es, w * es);
-        break;
-    case ZN_COLL_GATHER:
-        if ((producer = me != a->root)) zn_round_copy(r, buf, in + off * es, w * es);
-        break;
-    case ZN_COLL_REDUCESCATTER:
-    case ZN_COLL_ALLTOALL:
-        for (int j = 0; j < n; j++)
-            if (j != me) zn_round_copy(r, buf + (size_t)j * w * es, in + j * cb + off * es, w * es);
-        break;
-    case ZN_COLL_SCATTER:
-        if ((producer = me == a->root))
-            for (int j = 0; j < n; j++)
-                if (j != me)
-                    zn_round_copy(r, buf + (size_t)j * w * es, in + j * cb + off * es, w * es);
-        break;
-    default: break;
+    int per_dest = zn_coll_extent_per_rank(zn_coll_facts(a->coll)->send), producer = 0;
+    for (int j = 0; j < n; j++) {
+        if (j == me || !zn_coll_route(a->coll, me, j, a->root, &sb, &db)) continue;
+        producer = 1;
+        if (per_dest)
+            zn_round_copy(r, buf + (size_t)j * w * es, in + (size_t)sb * cb + off * es, w * es);
     }
-    if (producer) {
-        /* The copies above run after the waits: the buffer is free by then. */
-        zn_shm_wait_reuse(r, ar, seq);
-        zn_round_post(r, ZN_ARENA_READY, seq, sig);
-    }
+    if (!producer) return;
+    if (!per_dest) zn_round_copy(r, buf, in + off * es, w * es);
+    /* The copies above run after the waits: the buffer is free by then. */
+    zn_shm_wait_reuse(r, ar, seq);
+    zn_round_post(r, ZN_ARENA_READY, seq, sig);
 }
 
-static void wait_ready(struct zn_round *r, const struct zn_arena *ar, int who, uint64_t seq,
-                       uint64_t sig)
-{
-    if (who >= 0) {
-        zn_round_wait(r, who, ZN_ARENA_READY, seq, sig);
-        return;
-    }
-    for (int j = 0; j < ar->nranks; j++)
-        if (j != ar->rank) zn_round_wait(r, j, ZN_ARENA_READY, seq, sig);
-}
-
-/* Phase 1: read what this rank needs from the producers' buffers, post DONE. */
+/* Phase 1: read what this rank needs from the producers' buffers (its own part from its
+ * input), reducing in rank order or copying each block where it lands, post DONE. */
 static void consume(struct zn_plan *p, struct zn_round *r, uint64_t seq, size_t off, size_t w)
 {
     struct zn_arena *ar = p->ctx->arena;
     const struct zn_coll_args *a = &p->a;
-    int me = ar->rank, n = ar->nranks;
+    const struct zn_coll_facts *f = zn_coll_facts(a->coll);
+    int me = ar->rank, n = ar->nranks, sb, db, nsrc = 0;
     size_t es = a->esize, cb = a->count * es;
     const uint8_t *in = a->sendbuf;
     uint8_t *out = a->recvbuf;
     uint64_t sig = (uint64_t)p->st[ST_SIG];
-    switch (a->coll) {
-    case ZN_COLL_ALLREDUCE:
-    case ZN_COLL_REDUCE: {
-        if (a->coll == ZN_COLL_REDUCE && me != a->root) break;
-        wait_ready(r, ar, -1, seq, sig);
-        const void **srcs = zn_round_srcs(r, n);
-        for (int j = 0; j < n; j++)
-            srcs[j] = j == me ? (const void *)(in + off * es) : zn_arena_buf(ar, j, seq);
-        zn_round_reduce_n(r, out + off * es, srcs, n, w);
-        break;
-    }
-    case ZN_COLL_BROADCAST:
-        if (me == a->root) {
-            zn_round_copy(r, out + off * es, in + off * es, w * es);
-        } else {
-            wait_ready(r, ar, a->root, seq, sig);
-            zn_round_copy(r, out + off * es, zn_arena_buf(ar, a->root, seq), w * es);
+    int per_dest = zn_coll_extent_per_rank(f->send);
+    for (int j = 0; j < n; j++)
+        if (zn_coll_route(a->coll, j, me, a->root, &sb, &db)) {
+            nsrc++;
+            if (j != me) zn_round_wait(r, j, ZN_ARENA_READY, seq, sig);
         }
-        break;
-    case ZN_COLL_ALLGATHER:
-        wait_ready(r, ar, -1, seq, sig);
-        for (int j = 0; j < n; j++)
-            zn_round_copy(r, out + j * cb + off * es,
-                          j == me ? (const void *)(in + off * es) : zn_arena_buf(ar, j, seq),
-                          w * es);
-        break;
-    case ZN_COLL_GATHER:
-        if (me != a->root) break;
-        wait_ready(r, ar, -1, seq, sig);
-        for (int j = 0; j < n; j++)
-            zn_round_copy(r, out + j * cb + off * es,
-                          j == me ? (const void *)(in + off * es) : zn_arena_buf(ar, j, seq),
-                          w * es);
-        break;
-    case ZN_COLL_REDUCESCATTER: {
-        wait_ready(r, ar, -1, seq, sig);
-        const void **srcs = zn_round_srcs(r, n);
-        for (int j = 0; j < n; j++)
-            srcs[j] = j == me ? (const void *)(in + me * cb + off * es)
-                              : (const uint8_t *)zn_arena_buf(ar, j, seq) + (size_t)me * w * es;
-        zn_round_reduce_n(r, out + off * es, srcs, n, w);
-        break;
+    const void **srcs = f->reduces && nsrc ? zn_round_srcs(r, nsrc) : NULL;
+    for (int j = 0, k = 0; j < n; j++) {
+        if (!zn_coll_route(a->coll, j, me, a->root, &sb, &db)) continue;
+        const uint8_t *src = j == me ? in + (size_t)sb * cb + off * es
+                                     : (const uint8_t *)zn_arena_buf(ar, j, seq) +
+                                           (per_dest ? (size_t)me * w * es : 0);
+        if (srcs)
+            srcs[k++] = src;
+        else
+            zn_round_copy(r, out + (size_t)db * cb + off * es, src, w * es);
     }
-    case ZN_COLL_ALLTOALL:
-        wait_ready(r, ar, -1, seq, sig);
-        for (int j = 0; j < n; j++)
-            zn_round_copy(r, out + j * cb + off * es,
-                          j == me ? (const void *)(in + me * cb + off * es)
-                                  : (const uint8_t *)zn_arena_buf(ar, j, seq) + (size_t)me * w * es,
-                          w * es);
-        break;
-    case ZN_COLL_SCATTER:
-        if (me == a->root) {
-            zn_round_copy(r, out + off * es, in + me * cb + off * es, w * es);
-        } else {
-            wait_ready(r, ar, a->root, seq, sig);
-            zn_round_copy(r, out + off * es,
-                          (const uint8_t *)zn_arena_buf(ar, a->root, seq) + (size_t)me * w * es,
-                          w * es);
-        }
-        break;
-    default: break;
-    }
+    if (srcs) zn_round_reduce_n(r, out + off * es, srcs, nsrc, w);
     zn_round_post(r, ZN_ARENA_DONE, seq, sig);
 }
 

@@ -16,6 +16,7 @@
 
 enum { ST_PHASE, ST_OFF, ST_W, ST_SEQ, ST_PMAX, ST_SIG };
 
+/* Its phases (reduce-scatter, then allgather of the reduced pieces) are allreduce's alone. */
 static int rsag_supports(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
     return ctx->arena != NULL && ctx->nranks >= 2 && a->coll == ZN_COLL_ALLREDUCE;

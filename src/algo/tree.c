@@ -25,9 +25,13 @@ enum {
     ST_NRECV, /* reduce: children received so far */
 };
 
+typedef int (*tree_round_fn)(struct zn_plan *p, struct zn_round *r);
+
+static tree_round_fn tree_round_of(enum zn_coll c);
+
 static int tree_supports(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
-    return a->coll == ZN_COLL_BROADCAST || a->coll == ZN_COLL_REDUCE;
+    return tree_round_of(a->coll) != NULL;
 }
 
 static double tree_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
@@ -36,7 +40,7 @@ static double tree_cost(const struct zn_algo_ctx *ctx, const struct zn_coll_args
     if (n == 1) return zn_msg_cost_single(a);
     size_t bytes = a->count * a->esize;
     double step = zn_cost_msg(ctx, bytes);
-    if (a->coll == ZN_COLL_REDUCE) step += 2.0 * (double)bytes / zn_cost.reduce_bw;
+    if (zn_coll_facts(a->coll)->reduces) step += 2.0 * (double)bytes / zn_cost.reduce_bw;
     return zn_msg_ceil_log2(n) * step;
 }
 
@@ -61,7 +65,7 @@ static int rel_pos(const struct zn_algo_ctx *ctx, int root)
 static size_t tree_scratch(const struct zn_algo_ctx *ctx, const struct zn_coll_args *a)
 {
     int n = ctx->nranks;
-    if (n == 1 || a->coll != ZN_COLL_REDUCE) return 0;
+    if (n == 1 || !zn_coll_facts(a->coll)->reduces) return 0;
     int v = rel_pos(ctx, a->root);
     size_t bytes = a->count * a->esize;
     if (v == 0) return bytes;               /* what a child sends */
@@ -124,11 +128,22 @@ static int reduce_next(struct zn_plan *p, struct zn_round *r)
     return 1;
 }
 
+/* The tree's generator of each collective it runs, down the tree from the root or up to it: a
+ * collective without one is not supported. */
+static const tree_round_fn tree_rounds[ZN_NCOLLS] = {
+    [ZN_COLL_BROADCAST] = broadcast_next,
+    [ZN_COLL_REDUCE] = reduce_next,
+};
+
+static tree_round_fn tree_round_of(enum zn_coll c)
+{
+    return (unsigned)c < ZN_NCOLLS ? tree_rounds[c] : NULL;
+}
+
 static int tree_next(struct zn_plan *p, struct zn_round *r)
 {
     if (p->ctx->nranks == 1) return zn_msg_next_single(p, r);
-    if (p->a.coll == ZN_COLL_BROADCAST) return broadcast_next(p, r);
-    return reduce_next(p, r);
+    return tree_round_of(p->a.coll)(p, r);
 }
 
 const struct zn_algo zn_algo_tree = {

@@ -111,11 +111,11 @@ __device__ __forceinline__ const uint8_t *ll_block(const zn_dev_coll_args &a, in
 {
     const uint8_t *in = (const uint8_t *)a.sendbuf;
     switch (a.coll) {
-    case ZN_DEV_ALLGATHER: return in;
-    case ZN_DEV_BROADCAST: return from == a.root ? in : nullptr;
-    case ZN_DEV_REDUCE:
-    case ZN_DEV_GATHER: return to == a.root ? in : nullptr;
-    case ZN_DEV_SCATTER: return from == a.root ? in + to * blk : nullptr;
+    case ZN_COLL_ALLGATHER: return in;
+    case ZN_COLL_BROADCAST: return from == a.root ? in : nullptr;
+    case ZN_COLL_REDUCE:
+    case ZN_COLL_GATHER: return to == a.root ? in : nullptr;
+    case ZN_COLL_SCATTER: return from == a.root ? in + to * blk : nullptr;
     default: return in + to * blk; /* alltoall, reducescatter */
     }
 }
@@ -124,7 +124,7 @@ __device__ __forceinline__ const uint8_t *ll_block(const zn_dev_coll_args &a, in
 __device__ __forceinline__ uint8_t *ll_dest(const zn_dev_coll_args &a, int from, uint64_t blk)
 {
     uint8_t *out = (uint8_t *)a.recvbuf;
-    return a.coll == ZN_DEV_BROADCAST || a.coll == ZN_DEV_SCATTER ? out : out + from * blk;
+    return a.coll == ZN_COLL_BROADCAST || a.coll == ZN_COLL_SCATTER ? out : out + from * blk;
 }
 
 /* Small calls of the other collectives, LL protocol (ZN_DEV_ONESHOT_LL): each rank writes
@@ -144,7 +144,7 @@ template <typename T> __device__ void coll_ll(Chan &s, const zn_dev_coll_args &a
     const int buf = e & 1;
     const uint64_t blk = a.count * sizeof(T), lo = sp.lo, nbytes = sp.nbytes, np = sp.np;
     const uint64_t npk = np ? np : 1; /* packets per pair, the flag-only one included */
-    const bool reducing = a.coll == ZN_DEV_REDUCESCATTER || a.coll == ZN_DEV_REDUCE;
+    const bool reducing = zn_coll_reduces(a.coll); /* reducescatter, reduce (not allreduce) */
     T sc = scalar_of<T>(a);
     for (int k = 1; k < n; k++) {
         int d = (me + k) % n;
@@ -161,7 +161,7 @@ template <typename T> __device__ void coll_ll(Chan &s, const zn_dev_coll_args &a
     const uint8_t *own = ll_block(a, me, me, blk);
     int failed = 0;
     if (reducing) {
-        uint8_t *out = a.coll == ZN_DEV_REDUCE && me != a.root ? nullptr : (uint8_t *)a.recvbuf;
+        uint8_t *out = a.coll == ZN_COLL_REDUCE && me != a.root ? nullptr : (uint8_t *)a.recvbuf;
         for (uint64_t p = threadIdx.x; out && p < np && !failed; p += blockDim.x)
             failed = !ll_reduce_packet<T>(s, a, own + lo, out + lo, p, nbytes, e, sc);
     } else {
@@ -334,7 +334,7 @@ __device__ void move(Chan &s, const zn_dev_coll_args &a)
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
         switch (a.coll) {
-        case ZN_DEV_BROADCAST:
+        case ZN_COLL_BROADCAST:
             if (me == root) {
                 for (int k = 1; k < n; k++)
                     if (!piece_push<uint8_t>(s, (me + k) % n, in + w0, wl)) return;
@@ -343,7 +343,7 @@ __device__ void move(Chan &s, const zn_dev_coll_args &a)
                 return;
             }
             break;
-        case ZN_DEV_SCATTER:
+        case ZN_COLL_SCATTER:
             if (me == root) {
                 for (int k = 1; k < n; k++) {
                     int d = (me + k) % n;
@@ -354,7 +354,7 @@ __device__ void move(Chan &s, const zn_dev_coll_args &a)
                 return;
             }
             break;
-        case ZN_DEV_GATHER:
+        case ZN_COLL_GATHER:
             if (me != root) {
                 if (!piece_push<uint8_t>(s, root, in + w0, wl)) return;
             } else {
@@ -366,7 +366,7 @@ __device__ void move(Chan &s, const zn_dev_coll_args &a)
             }
             break;
         default: { /* allgather, alltoall */
-            int a2a = a.coll == ZN_DEV_ALLTOALL;
+            int a2a = a.coll == ZN_COLL_ALLTOALL;
             for (int k = 1; k < n; k++) {
                 int d = (me + k) % n;
                 if (!piece_push<uint8_t>(s, d, in + (a2a ? d * cnt : 0) + w0, wl)) return;
@@ -397,7 +397,7 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS)
     }
     chan_open(s, &a.comm);
     if (a.algo == ZN_DEV_ZEROCOPY) {
-        if (a.coll == ZN_DEV_ALLREDUCE)
+        if (a.coll == ZN_COLL_ALLREDUCE)
             allreduce_zc<T>(s, a);
         else
             coll_zc<T>(s, a);
@@ -411,21 +411,21 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS)
     }
     if (a.algo == ZN_DEV_ALGO_RING) {
         switch (a.coll) {
-        case ZN_DEV_ALLREDUCE: allreduce_ring<T>(s, a); break;
-        case ZN_DEV_REDUCESCATTER: reducescatter_ring<T>(s, a); break;
-        case ZN_DEV_REDUCE: reduce_ring<T>(s, a); break;
+        case ZN_COLL_ALLREDUCE: allreduce_ring<T>(s, a); break;
+        case ZN_COLL_REDUCESCATTER: reducescatter_ring<T>(s, a); break;
+        case ZN_COLL_REDUCE: reduce_ring<T>(s, a); break;
         default: move_ring(s, a); break;
         }
         chan_close(s);
         return;
     }
-    if (a.algo == ZN_DEV_ONESHOT_LL && a.coll != ZN_DEV_ALLREDUCE) {
+    if (a.algo == ZN_DEV_ONESHOT_LL && a.coll != ZN_COLL_ALLREDUCE) {
         coll_ll<T>(s, a);
         chan_close(s);
         return;
     }
     switch (a.coll) {
-    case ZN_DEV_ALLREDUCE:
+    case ZN_COLL_ALLREDUCE:
         if (a.algo == ZN_DEV_TWOSHOT)
             allreduce_twoshot<T>(s, a);
         else if (a.algo == ZN_DEV_ONESHOT_LL)
@@ -433,8 +433,8 @@ __global__ void __launch_bounds__(ZN_DEV_THREADS)
         else
             allreduce_oneshot<T>(s, a);
         break;
-    case ZN_DEV_REDUCESCATTER: reducescatter<T>(s, a); break;
-    case ZN_DEV_REDUCE: reduce_root<T>(s, a); break;
+    case ZN_COLL_REDUCESCATTER: reducescatter<T>(s, a); break;
+    case ZN_COLL_REDUCE: reduce_root<T>(s, a); break;
     default: move(s, a); break;
     }
     /* After a failed wait the counters are out of step with the peers: the communicator is

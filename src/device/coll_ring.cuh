@@ -216,7 +216,7 @@ static __device__ void move_ring(Chan &s, const zn_dev_coll_args &a)
     const Span sp = span<uint8_t>(cnt, a.nch, s.ch, c.slot_bytes, piece_slots(c));
     for (uint64_t w0 = sp.lo; w0 < sp.hi; w0 += sp.w) {
         uint64_t wl = sp.len(w0);
-        if (a.coll == ZN_DEV_BROADCAST) {
+        if (a.coll == ZN_COLL_BROADCAST) {
             /* A chain from the root: each keeps the window and passes it on, up to the
              * position before the root. */
             if (me == root) {

@@ -103,24 +103,22 @@ template <typename T> __device__ void coll_zc(Chan &s, const zn_dev_coll_args &a
     if (threadIdx.x == 0) {
         call = zc_enter(s, a, sv, rv);
         for (int q = 0; q < n; q++)
-            srcs[q] = (const T *)(sv[q] + (coll == ZN_DEV_REDUCESCATTER ? me * blk : 0) + lo);
+            srcs[q] = (const T *)(sv[q] + (coll == ZN_COLL_REDUCESCATTER ? me * blk : 0) + lo);
     }
     __syncthreads();
     if (s.fail) return;
-    bool rooted = coll == ZN_DEV_BROADCAST || coll == ZN_DEV_SCATTER || coll == ZN_DEV_REDUCE ||
-                  coll == ZN_DEV_GATHER;
-    if (rooted && me != root) {
+    if (zn_coll_rooted(coll) && me != root) {
         /* nothing to move: the root reads or writes this rank's buffers */
-    } else if (coll == ZN_DEV_REDUCESCATTER || coll == ZN_DEV_REDUCE) {
+    } else if (zn_coll_reduces(coll)) { /* reducescatter, reduce (allreduce: allreduce_zc) */
         reduce_n<T>((T *)(rv[me] + lo), nullptr, 0, srcs, n, len, a.op, me, 0, scalar_of<T>(a),
                     a.post_div);
-    } else if (coll == ZN_DEV_GATHER) {
+    } else if (coll == ZN_COLL_GATHER) {
         for (int q = 0; q < n; q++)
             if (sv[q] + lo != rv[me] + q * blk + lo)
                 copy_bytes(rv[me] + q * blk + lo, sv[q] + lo, len);
     } else {
-        bool by_src = coll == ZN_DEV_ALLTOALL || coll == ZN_DEV_SCATTER;  /* block q to rank q */
-        bool at_me = coll == ZN_DEV_ALLGATHER || coll == ZN_DEV_ALLTOALL; /* lands at block me */
+        bool by_src = coll == ZN_COLL_ALLTOALL || coll == ZN_COLL_SCATTER;  /* block q to rank q */
+        bool at_me = coll == ZN_COLL_ALLGATHER || coll == ZN_COLL_ALLTOALL; /* lands at block me */
         for (int k = 0; k < n; k++) {
             int q = (me + k) % n;
             const uint8_t *src = sv[me] + (by_src ? q * blk : 0) + lo;

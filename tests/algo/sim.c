@@ -39,40 +39,27 @@ struct cfg {
     enum zn_red op;
 };
 
+/* The collectives' facts (algo/coll_facts.h, from the collective list); the expected results
+ * are computed here (expect). */
 static int reduces(enum zn_coll c)
 {
-    return c == ZN_COLL_ALLREDUCE || c == ZN_COLL_REDUCE || c == ZN_COLL_REDUCESCATTER;
+    return zn_coll_facts(c)->reduces;
 }
 
 static int rooted(enum zn_coll c)
 {
-    return c == ZN_COLL_BROADCAST || c == ZN_COLL_REDUCE || c == ZN_COLL_GATHER ||
-           c == ZN_COLL_SCATTER;
+    return zn_coll_facts(c)->rooted;
 }
 
 /* Elements of rank r's logical input and output (0 where NCCL ignores the buffer). */
 static size_t in_elems(const struct cfg *c, int r)
 {
-    size_t b = c->count, nb = (size_t)c->n * c->count;
-    switch (c->coll) {
-    case ZN_COLL_REDUCESCATTER:
-    case ZN_COLL_ALLTOALL: return nb;
-    case ZN_COLL_SCATTER: return r == c->root ? nb : 0;
-    case ZN_COLL_BROADCAST: return r == c->root ? b : 0;
-    default: return b;
-    }
+    return zn_coll_send_elems(c->coll, c->count, c->n, r == c->root);
 }
 
 static size_t out_elems(const struct cfg *c, int r)
 {
-    size_t b = c->count, nb = (size_t)c->n * c->count;
-    switch (c->coll) {
-    case ZN_COLL_ALLGATHER:
-    case ZN_COLL_ALLTOALL: return nb;
-    case ZN_COLL_GATHER: return r == c->root ? nb : 0;
-    case ZN_COLL_REDUCE: return r == c->root ? b : 0;
-    default: return b;
-    }
+    return zn_coll_recv_elems(c->coll, c->count, c->n, r == c->root);
 }
 
 static uint32_t mix(uint32_t a, uint32_t b, uint32_t c)
@@ -135,40 +122,30 @@ static void setup_rank(const struct cfg *c, int r, void *const *in, struct rank_
 {
     size_t es = zn_dtype_size(c->dtype), ib = in_elems(c, r) * es, ob = out_elems(c, r) * es;
     size_t blk = c->count * es;
-    int root = r == c->root, R = c->root;
-    *a = (struct zn_coll_args){
-        .coll = c->coll, .count = c->count, .dtype = c->dtype, .esize = es, .op = c->op, .root = R
-    };
+    *a = (struct zn_coll_args){ .coll = c->coll,
+                                .count = c->count,
+                                .dtype = c->dtype,
+                                .esize = es,
+                                .op = c->op,
+                                .root = c->root };
     char *s = NULL, *d = NULL;
-    if (c->in_place) {
-        switch (c->coll) {
-        case ZN_COLL_ALLGATHER:
-            d = take(rb, NULL, ob);
-            s = d + (size_t)r * blk;
-            memcpy(s, in[r], ib);
-            break;
-        case ZN_COLL_REDUCESCATTER:
-            s = take(rb, in[r], ib);
-            d = s + (size_t)r * blk;
-            break;
-        case ZN_COLL_GATHER:
-            if (!root) break;
-            d = take(rb, NULL, ob);
-            s = d + (size_t)R * blk;
-            memcpy(s, in[r], blk);
-            break;
-        case ZN_COLL_SCATTER:
-            if (!root) break;
-            s = take(rb, in[r], ib);
-            d = s + (size_t)R * blk;
-            keep(rb, s, ib); /* the root's block is copied onto itself */
-            break;
-        case ZN_COLL_BROADCAST: /* ncclBcast */ s = d = take(rb, ib ? in[r] : NULL, blk); break;
-        default: /* allreduce, reduce, alltoall: one buffer */
-            s = d = take(rb, in[r], ib > ob ? ib : ob);
-            if (!ob) keep(rb, s, ib); /* a non-root's input of an in-place reduce */
-            break;
-        }
+    /* In place, NCCL's layouts (coll_facts.h): the send block inside the receive buffer
+     * (allgather, gather on the root), the receive block inside the send buffer (reducescatter,
+     * scatter on the root), or one buffer (allreduce, reduce, alltoall, ncclBcast). A rank
+     * without the buffer that holds the other passes both as out of place. */
+    int ip = zn_coll_in_place_offset(c->coll);
+    if (c->in_place && ip > 0 && ob) {
+        d = take(rb, NULL, ob);
+        s = d + (size_t)r * blk;
+        memcpy(s, in[r], ib);
+    } else if (c->in_place && ip < 0 && ib) {
+        s = take(rb, in[r], ib);
+        d = s + (size_t)r * blk;
+        /* A block copied onto itself: the send buffer must come back as it was. */
+        if (!reduces(c->coll)) keep(rb, s, ib);
+    } else if (c->in_place && ip == 0) {
+        s = d = take(rb, ib ? in[r] : NULL, ib > ob ? ib : ob);
+        if (!ob) keep(rb, s, ib); /* a non-root's input of an in-place reduce */
     }
     if (!s && !d) { /* out of place, or a non-root of gather/scatter */
         if (ib) keep(rb, s = take(rb, in[r], ib), ib);
@@ -188,9 +165,7 @@ static void setup_rank(const struct cfg *c, int r, void *const *in, struct rank_
 
 static size_t logical_in_elems(const struct cfg *c)
 {
-    int nb = c->coll == ZN_COLL_REDUCESCATTER || c->coll == ZN_COLL_ALLTOALL ||
-             c->coll == ZN_COLL_SCATTER;
-    return nb ? (size_t)c->n * c->count : c->count;
+    return (size_t)zn_coll_send_blocks(c->coll, c->n) * c->count;
 }
 
 static void make_ring(const struct cfg *c, int *ring, int *nhosts)
@@ -341,9 +316,9 @@ static int sweep(const char *name, enum zn_coll coll)
             if (dup) continue;
             int nvar = reduces(coll) ? NTYPES * 4 : NTYPES * 2;
             for (int v = 0; v < nvar; v++) {
-                /* A few variants of the big count (two where each rank holds n blocks). */
-                int nb = coll == ZN_COLL_REDUCESCATTER || coll == ZN_COLL_ALLTOALL ||
-                         coll == ZN_COLL_ALLGATHER || coll == ZN_COLL_SCATTER;
+                /* A few variants of the big count (two where a buffer holds n blocks). */
+                const struct zn_coll_facts *f = zn_coll_facts(coll);
+                int nb = zn_coll_extent_per_rank(f->send) || zn_coll_extent_per_rank(f->recv);
                 if (c.count == BIG && v % ((reduces(coll) ? 7 : 5) * (nb ? 2 : 1))) continue;
                 uint32_t h = mix((uint32_t)v, (uint32_t)ci, (uint32_t)n * 31u + (uint32_t)coll);
                 c.dtype = TYPES[v % NTYPES];

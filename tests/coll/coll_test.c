@@ -7,32 +7,35 @@
  * Inputs are small integers (or +-1, 0 and powers of two) chosen so that every partial
  * result is exactly representable even in fp8, which makes the check exact for every type
  * and every reduction order; only avg on floating types (a multiplication by 1/n) is checked
- * with a tolerance. Uses only the public NCCL API.
+ * with a tolerance. Uses only the public NCCL API; the collectives, their buffer sizes and
+ * in-place layouts come from the collective list and its facts (abi/coll_list.h,
+ * algo/coll_facts.c compiled in, as zinc-perf does), the expected results from here.
  */
 #include "nccl.h"
 #include "types.h"
+#include "algo/coll_facts.h"
 #include "bootstrap/launcher.h"
+
+#include <ctype.h>
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    C_ALLREDUCE,
-    C_BROADCAST,
-    C_REDUCE,
-    C_ALLGATHER,
-    C_REDUCESCATTER,
-    C_ALLTOALL,
-    C_GATHER,
-    C_SCATTER,
-    NCOLL
-};
-static const char *coll_names[NCOLL] = { "allreduce",     "broadcast", "reduce", "allgather",
-                                         "reducescatter", "alltoall",  "gather", "scatter" };
-static const int coll_reduces[NCOLL] = { 1, 0, 1, 0, 1, 0, 0, 0 };
-static const int coll_rooted[NCOLL] = { 0, 1, 1, 0, 0, 0, 1, 1 };
+/* The collectives of the list as -c names them: the name in lower case ("allreduce"). */
+static char coll_names[ZN_NCOLLS][32];
+
+static void name_colls(void)
+{
+    for (int c = 0; c < ZN_NCOLLS; c++) {
+        const char *name = zn_coll_name((enum zn_coll)c);
+        size_t i = 0;
+        for (; name[i] && i + 1 < sizeof(coll_names[c]); i++)
+            coll_names[c][i] = (char)tolower((unsigned char)name[i]);
+        coll_names[c][i] = 0;
+    }
+}
 
 enum { O_SUM, O_PROD, O_MAX, O_MIN, O_AVG, O_PREMUL_IMM, O_PREMUL_DEV, NOPS };
 static const char *op_names[NOPS] = { "sum", "prod", "max", "min", "avg", "premul", "premul_dev" };
@@ -280,89 +283,91 @@ static ncclRedOp_t make_op(int op, ncclDataType_t t, void *scalar_store)
 static int inplace_only;
 
 /* Run coll once and check this rank's output. Returns the number of wrong elements found. */
-static long run_one(int coll, ncclDataType_t t, int op, size_t count, int root, int inplace)
+static long run_one(enum zn_coll coll, ncclDataType_t t, int op, size_t count, int root,
+                    int inplace)
 {
-    size_t es = tt_size[t], n = (size_t)nranks, cb = count * es;
-    int blocked_send =
-        coll == C_REDUCESCATTER || coll == C_ALLTOALL || (coll == C_SCATTER && rank == root);
-    int blocked_recv =
-        coll == C_ALLGATHER || coll == C_ALLTOALL || (coll == C_GATHER && rank == root);
-    size_t send_bytes = blocked_send ? cb * n : cb, recv_bytes = blocked_recv ? cb * n : cb;
+    const struct zn_coll_facts *f = zn_coll_facts(coll);
+    size_t es = tt_size[t], cb = count * es;
+    int is_root = rank == root;
+    /* What this rank's part of the call holds, and a block where it passes a buffer it does
+     * not use. */
+    size_t send_elems = zn_coll_send_elems(coll, count, nranks, is_root);
+    size_t recv_elems = zn_coll_recv_elems(coll, count, nranks, is_root);
+    size_t send_bytes = (send_elems ? send_elems : count) * es;
+    size_t recv_bytes = (recv_elems ? recv_elems : count) * es;
     /* Buffers carry guard bytes on both sides. */
     uint8_t *smem = malloc(send_bytes + 128), *rmem = NULL;
     uint8_t *send = smem + 64, *recv = NULL;
     fill_garbage(smem, send_bytes + 128);
-    int in_place_same = inplace && (coll == C_ALLREDUCE || coll == C_BROADCAST || coll == C_REDUCE);
+    int in_place_same = inplace && zn_coll_in_place_offset(coll) == 0;
     if (!in_place_same) {
         rmem = malloc(recv_bytes + 128);
         recv = rmem + 64;
         fill_garbage(rmem, recv_bytes + 128);
     }
-    int reduces = coll_reduces[coll];
+    int reduces = f->reduces;
     if (reduces)
         fill_reduce_input(send, send_bytes / es, t, op, rank, 0);
     else
         fill_move_input(send, send_bytes, rank, 0);
 
     void *sb = send, *rb = recv;
-    if (inplace) {
-        switch (coll) {
-        case C_ALLREDUCE:
-        case C_BROADCAST:
-        case C_REDUCE: rb = sb; break;
-        case C_ALLGATHER:
-            memcpy(recv + (size_t)rank * cb, send, cb);
-            sb = recv + (size_t)rank * cb;
-            break;
-        case C_REDUCESCATTER: rb = send + (size_t)rank * cb; break;
-        case C_GATHER:
-            if (rank == root) {
-                memcpy(recv + (size_t)root * cb, send, cb);
-                sb = recv + (size_t)root * cb;
-            }
-            break;
-        case C_SCATTER:
-            if (rank == root) rb = send + (size_t)root * cb;
-            break;
-        default: break;
-        }
+    /* NCCL's in-place layouts: one buffer, the send block inside the receive buffer (allgather,
+     * gather on the root) or the receive block inside the send buffer (reducescatter, scatter on
+     * the root). */
+    int ip = zn_coll_in_place_offset(coll);
+    if (inplace && ip == 0) {
+        rb = sb;
+    } else if (inplace && ip > 0 && zn_coll_extent_used(f->recv, is_root)) {
+        memcpy(recv + (size_t)rank * cb, send, cb);
+        sb = recv + (size_t)rank * cb;
+    } else if (inplace && ip < 0 && zn_coll_extent_used(f->send, is_root)) {
+        rb = send + (size_t)rank * cb;
     }
     uint64_t scalar_store[2];
     ncclRedOp_t h = reduces ? make_op(op, t, scalar_store) : ncclSum;
     switch (coll) {
-    case C_ALLREDUCE: NCCLCHECK(ncclAllReduce(sb, rb, count, t, h, comm, NULL)); break;
-    case C_BROADCAST: NCCLCHECK(ncclBroadcast(sb, rb, count, t, root, comm, NULL)); break;
-    case C_REDUCE: NCCLCHECK(ncclReduce(sb, rb, count, t, h, root, comm, NULL)); break;
-    case C_ALLGATHER: NCCLCHECK(ncclAllGather(sb, rb, count, t, comm, NULL)); break;
-    case C_REDUCESCATTER: NCCLCHECK(ncclReduceScatter(sb, rb, count, t, h, comm, NULL)); break;
-    case C_ALLTOALL: NCCLCHECK(ncclAlltoAll(sb, rb, count, t, comm, NULL)); break;
-    case C_GATHER: NCCLCHECK(ncclGather(sb, rb, count, t, root, comm, NULL)); break;
-    case C_SCATTER: NCCLCHECK(ncclScatter(sb, rb, count, t, root, comm, NULL)); break;
+    case ZN_COLL_ALLREDUCE: NCCLCHECK(ncclAllReduce(sb, rb, count, t, h, comm, NULL)); break;
+    case ZN_COLL_BROADCAST: NCCLCHECK(ncclBroadcast(sb, rb, count, t, root, comm, NULL)); break;
+    case ZN_COLL_REDUCE: NCCLCHECK(ncclReduce(sb, rb, count, t, h, root, comm, NULL)); break;
+    case ZN_COLL_ALLGATHER: NCCLCHECK(ncclAllGather(sb, rb, count, t, comm, NULL)); break;
+    case ZN_COLL_REDUCESCATTER:
+        NCCLCHECK(ncclReduceScatter(sb, rb, count, t, h, comm, NULL));
+        break;
+    case ZN_COLL_ALLTOALL: NCCLCHECK(ncclAlltoAll(sb, rb, count, t, comm, NULL)); break;
+    case ZN_COLL_GATHER: NCCLCHECK(ncclGather(sb, rb, count, t, root, comm, NULL)); break;
+    case ZN_COLL_SCATTER: NCCLCHECK(ncclScatter(sb, rb, count, t, root, comm, NULL)); break;
+    default:
+        fprintf(stderr, "coll_check: no call and no check for %s here\n", coll_names[coll]);
+        exit(2);
     }
     if (h >= ncclNumOps) NCCLCHECK(ncclRedOpDestroy(h, comm));
 
     char what[160];
-    snprintf(what, sizeof(what), "%s %s %s count %zu root %d %s", coll_names[coll], tt_names[t],
+    snprintf(what, sizeof(what), "%.31s %s %s count %zu root %d %s", coll_names[coll], tt_names[t],
              reduces ? op_names[op] : "-", count, root, inplace ? "in-place" : "out-of-place");
     long bad = 0;
     const uint8_t *out = rb;
     switch (coll) {
-    case C_ALLREDUCE: bad = check_reduced(what, out, count, t, op, 0); break;
-    case C_REDUCE:
+    case ZN_COLL_ALLREDUCE: bad = check_reduced(what, out, count, t, op, 0); break;
+    case ZN_COLL_REDUCE:
         if (rank == root) bad = check_reduced(what, out, count, t, op, 0);
         break;
-    case C_REDUCESCATTER: bad = check_reduced(what, out, count, t, op, (size_t)rank * count); break;
-    case C_BROADCAST: bad = check_moved(what, out, cb, root, 0); break;
-    case C_ALLGATHER:
-    case C_GATHER:
-        if (coll == C_GATHER && rank != root) break;
+    case ZN_COLL_REDUCESCATTER:
+        bad = check_reduced(what, out, count, t, op, (size_t)rank * count);
+        break;
+    case ZN_COLL_BROADCAST: bad = check_moved(what, out, cb, root, 0); break;
+    case ZN_COLL_ALLGATHER:
+    case ZN_COLL_GATHER:
+        if (coll == ZN_COLL_GATHER && rank != root) break;
         for (int j = 0; j < nranks && !bad; j++) bad = check_moved(what, out + j * cb, cb, j, 0);
         break;
-    case C_ALLTOALL:
+    case ZN_COLL_ALLTOALL:
         for (int j = 0; j < nranks && !bad; j++)
             bad = check_moved(what, out + j * cb, cb, j, (size_t)rank * cb);
         break;
-    case C_SCATTER: bad = check_moved(what, out, cb, root, (size_t)rank * cb); break;
+    case ZN_COLL_SCATTER: bad = check_moved(what, out, cb, root, (size_t)rank * cb); break;
+    default: break;
     }
     /* Nothing may be written outside the output. */
     uint8_t *mems[2] = { smem, rmem };
@@ -456,6 +461,7 @@ int main(int argc, char **argv)
         }
     }
     comm = mp_world();
+    name_colls();
 
     size_t counts[16];
     int ncounts = 0;
@@ -468,19 +474,22 @@ int main(int argc, char **argv)
         size_t def[] = { 0, 1, 2, (size_t)nranks + 1, 7, 1023, 70001 };
         for (size_t i = 0; i < sizeof(def) / sizeof(def[0]); i++) counts[ncounts++] = def[i];
     }
-    for (int c = 0; c < NCOLL; c++) {
+    for (int c = 0; c < ZN_NCOLLS; c++) {
+        const struct zn_coll_facts *f = zn_coll_facts((enum zn_coll)c);
         if (!in_list(colls, coll_names[c])) continue;
         for (int t = 0; t < ncclNumTypes; t++) {
             if (!in_list(types, tt_names[t])) continue;
-            for (int op = 0; op < (coll_reduces[c] ? NOPS : 1); op++) {
-                if (coll_reduces[c] && !in_list(ops, op_names[op])) continue;
+            for (int op = 0; op < (f->reduces ? NOPS : 1); op++) {
+                if (f->reduces && !in_list(ops, op_names[op])) continue;
                 for (int k = 0; k < ncounts; k++) {
                     int roots[3] = { 0, nranks - 1, nranks / 2 };
-                    for (int ri = 0; ri < (coll_rooted[c] ? 3 : 1); ri++) {
+                    for (int ri = 0; ri < (f->rooted ? 3 : 1); ri++) {
                         if (ri && roots[ri] == roots[ri - 1]) continue;
                         for (int inplace = inplace_only; inplace < 2; inplace++) {
-                            if (c == C_ALLTOALL && inplace) continue;
-                            run_one(c, (ncclDataType_t)t, op, counts[k], roots[ri], inplace);
+                            /* In place with overlapping blocks (alltoall): undefined in NCCL. */
+                            if (inplace && zn_coll_in_place_overlaps((enum zn_coll)c)) continue;
+                            run_one((enum zn_coll)c, (ncclDataType_t)t, op, counts[k], roots[ri],
+                                    inplace);
                         }
                     }
                 }

@@ -145,19 +145,19 @@ struct ref {
 };
 
 static const struct ref refs[ZN_NCOLL_FACTS] = {
-    [ZN_COLL_ALLREDUCE] = { "ncclAllReduce", 1, 0, 0, allreduce_elems, NULL, 0, ZN_DEV_ALLREDUCE },
+    [ZN_COLL_ALLREDUCE] = { "ncclAllReduce", 1, 0, 0, allreduce_elems, NULL, 0, ZN_COLL_ALLREDUCE },
     [ZN_COLL_BROADCAST] = { "ncclBroadcast", 0, 1, 0, broadcast_elems, broadcast_source, 0,
-                            ZN_DEV_BROADCAST },
-    [ZN_COLL_REDUCE] = { "ncclReduce", 1, 1, 0, reduce_elems, NULL, 0, ZN_DEV_REDUCE },
+                            ZN_COLL_BROADCAST },
+    [ZN_COLL_REDUCE] = { "ncclReduce", 1, 1, 0, reduce_elems, NULL, 0, ZN_COLL_REDUCE },
     [ZN_COLL_ALLGATHER] = { "ncclAllGather", 0, 0, 0, allgather_elems, allgather_source, 1,
-                            ZN_DEV_ALLGATHER },
+                            ZN_COLL_ALLGATHER },
     [ZN_COLL_REDUCESCATTER] = { "ncclReduceScatter", 1, 0, 0, reducescatter_elems, NULL, -1,
-                                ZN_DEV_REDUCESCATTER },
+                                ZN_COLL_REDUCESCATTER },
     [ZN_COLL_ALLTOALL] = { "ncclAlltoAll", 0, 0, 0, alltoall_elems, alltoall_source, 0,
-                           ZN_DEV_ALLTOALL },
-    [ZN_COLL_GATHER] = { "ncclGather", 0, 1, 0, gather_elems, gather_source, 1, ZN_DEV_GATHER },
+                           ZN_COLL_ALLTOALL },
+    [ZN_COLL_GATHER] = { "ncclGather", 0, 1, 0, gather_elems, gather_source, 1, ZN_COLL_GATHER },
     [ZN_COLL_SCATTER] = { "ncclScatter", 0, 1, 0, scatter_elems, scatter_source, -1,
-                          ZN_DEV_SCATTER },
+                          ZN_COLL_SCATTER },
     [ZN_COLL_SEND] = { "ncclSend", 0, 0, 1, send_elems, NULL, 0, -1 },
     [ZN_COLL_RECV] = { "ncclRecv", 0, 0, 1, recv_elems, NULL, 0, -1 },
 };

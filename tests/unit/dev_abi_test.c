@@ -73,7 +73,7 @@ ZT_TEST(coll_blocks)
 {
     static struct zn_dev_coll_args a;
     a.nch = 5;
-    a.coll = ZN_DEV_REDUCESCATTER;
+    a.coll = ZN_COLL_REDUCESCATTER;
     a.algo = ZN_DEV_SPLIT;
     ZT_EQ_INT(zn_dev_coll_blocks(&a), 10);
     static const int others[] = { ZN_DEV_ONESHOT,   ZN_DEV_TWOSHOT,  ZN_DEV_ONESHOT_LL,
