@@ -4,6 +4,7 @@
  */
 #include "zinc-info-cuda.h"
 
+#include "topo/reach.h"
 #include "transport/gpu_peer.h"
 
 #include <stdlib.h>
@@ -156,7 +157,7 @@ static void print_links(FILE *out, const struct zi_cuda_facts *f)
 }
 
 /* The path a communicator with one rank per GPU, over all of them, would take (as
- * api/setup.c decides it from the same reachability). */
+ * api/setup.c decides it from the same reachability, topo/reach.h). */
 static void print_path(FILE *out, const struct zi_cuda_facts *f)
 {
     int n = f->sys.ndev;
@@ -174,18 +175,15 @@ static void print_path(FILE *out, const struct zi_cuda_facts *f)
         return;
     }
     uint8_t reach[ZN_P2P_MAX_RANKS * ZN_P2P_MAX_RANKS];
-    int order[ZN_P2P_MAX_RANKS], full = 1;
+    int order[ZN_P2P_MAX_RANKS];
     for (int a = 0; a < n; a++)
-        for (int b = 0; b < n; b++) {
-            reach[a * n + b] = a == b || f->link[a][b].access;
-            full &= reach[a * n + b];
-        }
-    if (full) {
+        for (int b = 0; b < n; b++) reach[a * n + b] = a == b || f->link[a][b].access;
+    if (zn_topo_reach_full(reach, n)) {
         fprintf(out,
                 "  A communicator over all %d GPUs: direct kernels (every pair reaches the "
                 "other)\n",
                 n);
-    } else if (zn_p2p_find_ring(reach, n, order)) {
+    } else if (zn_topo_gpu_ring(reach, n, order)) {
         fprintf(out, "  A communicator over all %d GPUs: GPU ring", n);
         for (int p = 0; p < n; p++) fprintf(out, " %d", order[p]);
         fprintf(out, " (not every pair reaches the other); alltoall, gather, scatter and "

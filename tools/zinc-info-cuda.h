@@ -1,6 +1,6 @@
 /*
  * zinc-info's CUDA section: driver and runtime, each GPU, which pairs reach each other and how,
- * and the path a communicator over all of them would take. Gathering (through util/cuda.c) is
+ * and the path a communicator over all of them would take. Gathering (through util/cuda.h) is
  * kept apart from printing so that a host test can print made-up machines.
  */
 #ifndef ZINC_TOOLS_INFO_CUDA_H

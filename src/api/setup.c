@@ -7,6 +7,8 @@
 #include "exec/cuda_stage.h"
 #include "proxy/gpu_net_engine.h"
 #include "proxy/service.h"
+#include "topo/hosts.h"
+#include "topo/reach.h"
 #include "util/cuda.h"
 #include "util/dump.h"
 #include "util/param.h"
@@ -185,59 +187,13 @@ void zn_comm_save_error(struct ncclComm *comm)
     pthread_mutex_unlock(&comm->err_lock);
 }
 
-/* Index of each rank's host, in order of first appearance, through an open-addressing table of
- * host hashes: O(n), where comparing every pair made init O(n^2) per rank. */
-static ncclResult_t host_index(const struct ncclComm *c, int *host, int *nhosts)
-{
-    size_t cap = 16;
-    while (cap < 2 * (size_t)c->nranks) cap *= 2;
-    int *slot = malloc(cap * sizeof(int)); /* a rank of that host, or -1 */
-    if (!slot) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
-    for (size_t i = 0; i < cap; i++) slot[i] = -1;
-    *nhosts = 0;
-    for (int r = 0; r < c->nranks; r++) {
-        uint64_t h = c->peers[r].host_hash;
-        size_t i = (size_t)((h * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
-        while (slot[i] >= 0 && c->peers[slot[i]].host_hash != h) i = (i + 1) & (cap - 1);
-        if (slot[i] < 0) {
-            slot[i] = r;
-            host[r] = (*nhosts)++;
-        } else {
-            host[r] = host[slot[i]];
-        }
-    }
-    free(slot);
-    return ncclSuccess;
-}
-
-/* Ring order puts the ranks of one host next to each other, so a ring crosses between hosts
- * only nhosts times. */
+/* Ring order puts the ranks of one host next to each other (topo/hosts.h). */
 static ncclResult_t topology(struct ncclComm *c)
 {
-    int n = c->nranks;
-    int *host = calloc((size_t)n, sizeof(int));
-    int *start = calloc((size_t)n + 1, sizeof(int));
-    c->ring = malloc((size_t)n * sizeof(int));
-    ncclResult_t res = ncclSystemError;
-    if (!host || !start || !c->ring) {
-        res = zn_error(ncclSystemError, ZN_INIT, "out of memory");
-        goto out;
-    }
-    ZN_CHECK_GOTO(host_index(c, host, &c->nhosts), res, out);
-    /* Counting sort by host, stable in rank order. */
-    for (int r = 0; r < n; r++) start[host[r] + 1]++;
-    for (int h = 0; h < c->nhosts; h++) start[h + 1] += start[h];
-    c->nlocal = start[host[c->rank] + 1] - start[host[c->rank]];
-    for (int r = 0; r < n; r++) {
-        int pos = start[host[r]]++;
-        c->ring[pos] = r;
-        if (r == c->rank) c->actx.ring_pos = pos;
-    }
-    res = ncclSuccess;
-out:
-    free(host);
-    free(start);
-    return res;
+    c->ring = malloc((size_t)c->nranks * sizeof(int));
+    if (!c->ring) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
+    return zn_topo_host_ring(c->peers, c->nranks, c->rank, c->ring, &c->nhosts, &c->nlocal,
+                             &c->actx.ring_pos);
 }
 
 static int arena_allowed(const struct ncclComm *c)
@@ -411,25 +367,17 @@ static ncclResult_t agree_gpu_params(struct ncclComm *c, long long *want)
 }
 
 /* Which GPU pairs can map each other's memory, agreed by all ranks: every rank judges the
- * pairs it can see, and a pair counts only if every rank said yes. */
+ * pairs it can see, and a pair counts only if every rank said yes (topo/reach.h). */
 static ncclResult_t agree_reach(struct ncclComm *c, uint8_t *all, char *why, size_t len)
 {
     int n = c->nranks;
     size_t nn = (size_t)n * (size_t)n;
-    char(*ids)[20] = calloc((size_t)n, sizeof(*ids));
     uint8_t *each = calloc((size_t)n, nn);
-    if (!ids || !each) {
-        free(ids);
-        free(each);
-        return zn_error(ncclSystemError, ZN_INIT, "out of memory");
-    }
-    for (int r = 0; r < n; r++) memcpy(ids[r], c->peers[r].bus_id, 20);
-    zn_p2p_reach(&c->tctx, (const char(*)[20])ids, each + (size_t)c->rank * nn, why, len);
+    if (!each) return zn_error(ncclSystemError, ZN_INIT, "out of memory");
+    zn_topo_gpu_reach(c->peers, n, c->rank, (int)zn_params()->p2p_disable, &zn_topo_cuda_probe,
+                      each + (size_t)c->rank * nn, why, len);
     ncclResult_t res = zn_boot_allgather(c->boot, each, nn);
-    memset(all, 1, nn);
-    for (int r = 0; r < n; r++)
-        for (size_t i = 0; i < nn; i++) all[i] &= each[(size_t)r * nn + i];
-    free(ids);
+    zn_topo_reach_combine(each, n, all);
     free(each);
     return res;
 }
@@ -467,18 +415,10 @@ static ncclResult_t agree_gpu_net(struct ncclComm *c, const uint8_t *reach, int 
     if (res == ncclSuccess && (want[1] < 1 || want[1] > ZN_GPUNET_MAX_CH))
         res = zn_error(ncclInvalidArgument, ZN_INIT, "ZINC_GPU_NET_CHANNELS=%d: must be 1-%d",
                        want[1], ZN_GPUNET_MAX_CH);
-    *use = res == ncclSuccess && want[0] != 2;
-    for (int i = 0; *use && i < n; i++) {
-        int a = c->ring[i], b = c->ring[(i + 1) % n];
-        if (c->peers[a].host_hash == c->peers[b].host_hash &&
-            !(reach[a * n + b] && reach[b * n + a]))
-            *use = 0;
-    }
-    *all = *use && want[0] == 0 && n <= ZN_DEV_MAX_RANKS; /* kernels reach peers by rank */
-    for (int a = 0; *all && a < n; a++)
-        for (int b = 0; b < n; b++)
-            if (a != b && c->peers[a].host_hash == c->peers[b].host_hash && !reach[a * n + b])
-                *all = 0;
+    *use =
+        res == ncclSuccess && want[0] != 2 && zn_topo_ring_hops_reach(c->peers, n, c->ring, reach);
+    *all = *use && want[0] == 0 && n <= ZN_DEV_MAX_RANKS && /* kernels reach peers by rank */
+           zn_topo_hosts_reach(c->peers, n, reach);
     *nch = want[1];
     return res;
 }
@@ -514,10 +454,7 @@ static ncclResult_t setup_gpu_net(struct ncclComm *c, int next, int prev, int al
                                   size_t slot_bytes, const int8_t *slot, const int8_t *row_in)
 {
     struct zn_cuda_ctx *x = &c->cuda;
-    uint64_t h = c->peers[c->rank].host_hash;
-    uint64_t remote = 0;
-    for (int r = 0; r < c->nranks; r++)
-        if (c->peers[r].host_hash != h) remote |= 1ull << r;
+    uint64_t remote = zn_topo_remote_ranks(c->peers, c->nranks, c->rank);
     uint64_t to = all ? remote : remote & (1ull << next);
     uint64_t from = all ? remote : remote & (1ull << prev);
     struct zn_gpunet_config cfg = { .ctx = &c->tctx,
@@ -560,9 +497,8 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     int order[ZN_DEV_MAX_RING], full = 0, ring = 0;
     if (n <= cap) {
         ZN_CHECK(agree_reach(c, reach, why, sizeof(why)));
-        full = 1;
-        for (int i = 0; i < n * n; i++) full &= reach[i];
-        ring = n <= ZN_P2P_MAX_RANKS && zn_p2p_find_ring(reach, n, order);
+        full = zn_topo_reach_full(reach, n);
+        ring = n <= ZN_P2P_MAX_RANKS && zn_topo_gpu_ring(reach, n, order);
     } else {
         snprintf(why, sizeof(why), "more than %d GPUs", cap);
     }
@@ -586,9 +522,7 @@ static ncclResult_t setup_cuda(struct ncclComm *c)
     while (order[pos] != c->rank) pos++;
     int next = order[(pos + 1) % n], prev = order[(pos + n - 1) % n];
     uint8_t map[ZN_DEV_MAX_RING];
-    for (int r = 0; r < n; r++)
-        map[r] = (!ring_mode || net_all || r == next || r == prev) &&
-                 c->peers[r].host_hash == c->peers[c->rank].host_hash;
+    zn_topo_gpu_maps(c->peers, n, c->rank, ring_mode && !net_all, next, prev, map);
     int8_t slot[ZN_DEV_MAX_RING], row_in[ZN_DEV_MAX_RING];
     int nslots = dev_slots(n, c->rank, next, prev, slot, row_in);
     int nch = (int)want[0];

@@ -6,11 +6,12 @@
 #include "abi/dev_abi.h"
 #include "bootstrap/bootstrap.h"
 #include "net/net_layer.h"
+#include "topo/hosts.h"
+#include "topo/nic.h"
 #include "util/clock.h"
 #include "util/cuda.h"
 #include "util/log.h"
 #include "util/param.h"
-#include "util/pci.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -324,77 +325,39 @@ static void gn_dump(void *arg)
 /* Setup                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-/* This rank's place among the ranks of its host (rank order). */
-static int local_index(const struct zn_tctx *ctx)
-{
-    int idx = 0;
-    for (int r = 0; r < ctx->rank; r++)
-        idx += ctx->peers[r].host_hash == ctx->peers[ctx->rank].host_hash;
-    return idx;
-}
-
-/* The net device nearest the GPU (PCI distance, util/pci.h; with no GPU or no PCI paths every
- * device is as far); devices equally near are shared out over the host's ranks in turn, so that
- * GPUs without a device of their own do not all crowd onto the first. */
+/* The net device nearest the GPU (topo/nic.h). */
 static ncclResult_t pick_dev(struct zn_gpunet *g, ncclNetProperties_t *props)
 {
-    char gpu[256] = "", id[32];
-    int gpu_numa = -1;
-    if (g->cfg.cuda_dev >= 0 && zn_cuda_bus_id(g->cfg.cuda_dev, id, sizeof(id)) == ncclSuccess)
-        zn_pci_sysfs_path(id, gpu, sizeof(gpu), &gpu_numa);
-    int ndev = g->net->ndev > 0 ? g->net->ndev : 1, best = ZN_PCI_SYS + 1, ntied = 0;
-    int tied[64];
-    for (int d = 0; d < ndev && d < 64; d++) {
+    char gpu[256];
+    int gpu_numa;
+    zn_topo_gpu_pci(g->cfg.cuda_dev, gpu, sizeof(gpu), &gpu_numa);
+    int ndev = g->net->ndev > 0 ? g->net->ndev : 1;
+    if (ndev > 64) ndev = 64;
+    enum zn_pci_dist dist[64];
+    for (int d = 0; d < ndev; d++) {
         ncclNetProperties_t p;
         ZN_CHECK(g->net->ops->getProperties(d, &p));
-        int numa = p.pciPath ? zn_pci_numa_node(p.pciPath) : -1;
-        int dist = (int)zn_pci_distance(gpu, gpu_numa, p.pciPath, numa);
-        if (dist < best) best = dist, ntied = 0;
-        if (dist == best) tied[ntied++] = d;
+        dist[d] = zn_topo_nic_dist(gpu, gpu_numa, p.pciPath);
     }
-    g->dev = tied[local_index(g->cfg.ctx) % ntied];
-    g->dist = (enum zn_pci_dist)best;
+    const struct zn_tctx *ctx = g->cfg.ctx;
+    g->dev = zn_topo_nic_pick(dist, ndev, zn_topo_local_index(ctx->peers, ctx->rank));
+    g->dist = dist[g->dev];
     ZN_CHECK(g->net->ops->getProperties(g->dev, props));
     snprintf(g->dev_name, sizeof(g->dev_name), "%s", props->name ? props->name : "?");
     return ncclSuccess;
 }
 
-/* GPUDirect RDMA where the device moves GPU memory and is near enough (ZINC_NET_GDR_LEVEL, NCCL's
- * NCCL_NET_GDR_LEVEL); sends too with ZINC_NET_GDR_READ. Each rank decides for its own rows:
- * the net moves bytes between any two registered buffers, so its peers need not agree. */
+/* GPUDirect RDMA (topo/nic.h): a test's gdr_alloc stands in for a GPU. */
 static void choose_gdr(struct zn_gpunet *g, const ncclNetProperties_t *props)
 {
-    const char *s = zn_params()->net_gdr_level;
-    int level = zn_pci_parse_level(s);
-    if (level < 0) {
-        zn_warn(ZN_NET | ZN_ENV,
-                "ZINC_NET_GDR_LEVEL=%s is not LOC, PIX, PXB, PHB, SYS or 0-4; "
-                "using PXB",
-                s);
-        level = ZN_PCI_PXB;
-    }
-    const char *lname = zn_pci_dist_name((enum zn_pci_dist)level);
+    const struct zn_params *p = zn_params();
+    struct zn_topo_gdr gdr;
+    zn_topo_gdr_choose(g->cfg.cuda_dev >= 0 || g->cfg.gdr_alloc, props->ptrSupport, g->dist,
+                       p->net_gdr_level, (int)p->net_gdr_read, &gdr);
     g->ptr_support = props->ptrSupport;
-    if (g->cfg.cuda_dev < 0 && !g->cfg.gdr_alloc)
-        snprintf(g->gdr_why, sizeof(g->gdr_why), "no GPUDirect RDMA (no GPU)");
-    else if (!(props->ptrSupport & NCCL_PTR_CUDA))
-        snprintf(g->gdr_why, sizeof(g->gdr_why),
-                 "no GPUDirect RDMA (the net cannot move GPU memory: ptrSupport %#x)",
-                 (unsigned)props->ptrSupport);
-    else if (level == ZN_PCI_LOC || (int)g->dist > level)
-        snprintf(g->gdr_why, sizeof(g->gdr_why),
-                 "no GPUDirect RDMA (the device is %s from the GPU, ZINC_NET_GDR_LEVEL=%s)",
-                 zn_pci_dist_name(g->dist), lname);
-    else {
-        g->gdr_rx = 1;
-        g->gdr_tx = zn_params()->net_gdr_read != 0;
-        snprintf(g->gdr_why, sizeof(g->gdr_why),
-                 "GPUDirect RDMA: receives into GPU memory, %s (the device is %s from the GPU, "
-                 "ZINC_NET_GDR_LEVEL=%s)",
-                 g->gdr_tx ? "sends from GPU memory"
-                           : "sends from host memory (ZINC_NET_GDR_READ=0)",
-                 zn_pci_dist_name(g->dist), lname);
-    }
+    g->gdr_rx = gdr.rx;
+    g->gdr_tx = gdr.tx;
+    snprintf(g->gdr_why, sizeof(g->gdr_why), "%s", gdr.why);
 }
 
 static ncclResult_t open_net(struct zn_gpunet *g, struct gn_addr *me)

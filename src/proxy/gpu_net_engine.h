@@ -14,7 +14,7 @@
  * The slots themselves (a row per direction, zn_dev_comm.net_tx / net_rx) are in the shadow, or,
  * with GPUDirect RDMA, in device memory that the net reads (sends) and writes (receives)
  * directly: where the net reports NCCL_PTR_CUDA and its device is no farther from the GPU than
- * ZINC_NET_GDR_LEVEL (PCI distance, util/pci.h); sends only with ZINC_NET_GDR_READ. A received
+ * ZINC_NET_GDR_LEVEL (PCI distance; topo/nic.h); sends only with ZINC_NET_GDR_READ. A received
  * slot in device memory is flushed (the net's iflush) before the kernel is told it is there.
  * The net's device is the one nearest the GPU (ties spread over a host's ranks).
  *

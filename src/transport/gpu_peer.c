@@ -13,68 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int zn_p2p_reach(const struct zn_tctx *ctx, const char (*bus_ids)[20], uint8_t *reach, char *why,
-                 size_t len)
-{
-    int n = ctx->nranks;
-    memset(reach, 0, (size_t)n * (size_t)n);
-    if (zn_params()->p2p_disable) {
-        snprintf(why, len, "ZINC_P2P_DISABLE=1");
-        return 0;
-    }
-    if (n > ZN_P2P_MAX_COMM) {
-        snprintf(why, len, "more than %d GPUs", ZN_P2P_MAX_COMM);
-        return 0;
-    }
-    uint64_t mine = ctx->peers[ctx->rank].host_hash;
-    for (int r = 0; r < n; r++)
-        if (ctx->peers[r].host_hash != mine && !*why)
-            snprintf(why, len, "ranks on more than one host");
-    /* Each pair's bus ids, as seen from this process (the devices of one host are visible to
-     * all its processes unless CUDA_VISIBLE_DEVICES hides them; then the pair is treated as
-     * not capable). */
-    for (int a = 0; a < n; a++) {
-        uint64_t ha = ctx->peers[a].host_hash;
-        int da = zn_cuda_device_by_bus_id(bus_ids[a]);
-        for (int b = 0; b < n; b++) {
-            uint64_t hb = ctx->peers[b].host_hash;
-            if (ha != hb) continue; /* 0: a net hop at best */
-            if (ha != mine) {
-                reach[a * n + b] = 1; /* their host's ranks judge */
-                continue;
-            }
-            int db = zn_cuda_device_by_bus_id(bus_ids[b]);
-            reach[a * n + b] = a == b || (da >= 0 && db >= 0 && zn_cuda_can_access_peer(da, db));
-            if (!reach[a * n + b] && !*why)
-                snprintf(why, len, "GPU %s cannot access GPU %s", bus_ids[a], bus_ids[b]);
-        }
-    }
-    return 1;
-}
-
-/* Depth-first search for a cycle through every rank, neighbours tried in rank order, so every
- * rank finds the same one from the same matrix. */
-static int ring_dfs(const uint8_t *reach, int n, int *order, int depth, uint32_t used)
-{
-    if (depth == n) return reach[order[n - 1] * n + order[0]] && reach[order[0] * n + order[n - 1]];
-    for (int r = 1; r < n; r++) {
-        int last = order[depth - 1];
-        if ((used >> r) & 1 || !reach[last * n + r] || !reach[r * n + last]) continue;
-        order[depth] = r;
-        if (ring_dfs(reach, n, order, depth + 1, used | (1u << r))) return 1;
-    }
-    return 0;
-}
-
-int zn_p2p_find_ring(const uint8_t *reach, int n, int *order)
-{
-    if (n < 1 || n > ZN_P2P_MAX_RANKS) return 0;
-    order[0] = 0;
-    /* One rank: a "ring" only if its GPU is usable at all (zn_p2p_reach leaves the diagonal 0
-     * when the p2p transport is off, e.g. ZINC_P2P_DISABLE=1). */
-    return n == 1 ? reach[0] != 0 : ring_dfs(reach, n, order, 1, 1u);
-}
-
 /* What each rank tells the others about its arena. */
 struct arena_info {
     int32_t pid;

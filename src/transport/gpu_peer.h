@@ -1,7 +1,7 @@
 /*
  * The p2p transport: device memory of every GPU of a communicator mapped into the other GPUs
  * of it that kernels reach directly (NVLink or PCIe): all of them where every pair can, else
- * the neighbours on a ring of GPUs (the caller picks; zn_p2p_find_ring).
+ * the neighbours on a ring of GPUs (the caller picks: topo/reach.h decides what reaches what).
  *
  * Each rank allocates one arena on its GPU. Peers map it:
  *  - in the same process: the pointer itself, once peer access is enabled between the devices;
@@ -36,22 +36,6 @@ struct zn_p2p {
     void *saved;   /* meanwhile, the first saved_bytes of the own arena */
     size_t saved_bytes;
 };
-
-/* Which GPUs of the communicator can map each other's memory, as this process sees them:
- * reach[a * nranks + b] for every pair (reach[a][a] = 1). Returns 0 (matrix all 0, reason in
- * why) when the p2p transport cannot be used at all: more than ZN_P2P_MAX_COMM ranks, or
- * ZINC_P2P_DISABLE. Pairs on different hosts never reach each other (why says "ranks on more
- * than one host"); a process judges only the pairs of its own host and answers 1 for the pairs
- * of other hosts, which their own ranks judge. bus_ids[r] is rank r's GPU ("0000:1b:00.0").
- * Processes that see different devices can answer differently: combine every rank's matrix
- * (AND). */
-int zn_p2p_reach(const struct zn_tctx *ctx, const char (*bus_ids)[20], uint8_t *reach, char *why,
-                 size_t len);
-
-/* A cycle through all n ranks whose consecutive members reach each other both ways: order[pos]
- * is the rank at ring position pos, order[0] = 0. Deterministic; returns 0 if there is none
- * (for one rank: if reach[0] is 0, the transport is off). */
-int zn_p2p_find_ring(const uint8_t *reach, int n, int *order);
 
 /* Collective: allocate this rank's arena of bytes on dev (zeroed) and map the arenas of the peers
  * r with want[r] set (every rank's wishes must be symmetric: r maps q exactly when q maps r).

@@ -3,7 +3,7 @@
  * gpu_peer_ops.c's table points at): connections between GPUs of one host, one process per rank,
  * as libmscclpp's P2P connections make them.
  *
- * Memory is shared through legacy CUDA IPC handles (util/cuda.c), as MSCCL++ 0.1 does: a
+ * Memory is shared through legacy CUDA IPC handles (util/cuda_ipc.c), as MSCCL++ 0.1 does: a
  * region is a range of a cudaMalloc allocation, its key the allocation's handle and the
  * range's offset in it. cudaMalloc memory cannot be exported as a cuMem file descriptor, so
  * the main table's registration (cuMem fds through the process service) does not apply; a

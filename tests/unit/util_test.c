@@ -1,10 +1,10 @@
 /* Unit tests of the util layer: parameters, logging helpers, sockets, shared memory. */
 #include "util/clock.h"
+#include "util/cuda.h"
 #include "util/err.h"
 #include "util/hmac.h"
 #include "util/log.h"
 #include "util/param.h"
-#include "util/pci.h"
 #include "util/handle.h"
 #include "util/shm.h"
 #include "util/size.h"
@@ -12,7 +12,6 @@
 #include "util/thread.h"
 #include "zt.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -363,66 +362,55 @@ ZT_TEST(handle_pool)
     zn_handle_free(&pool, more[0]);
 }
 
-/* PCI distances from sysfs paths (made-up machines: a switch with a GPU and a NIC on two of its
- * downstream ports, a second switch tier, other root ports and host bridges). */
-ZT_TEST(pci_distance)
+/* The CUDA wrappers where there is no GPU to use. A build without CUDA answers what each entry
+ * of util/cuda_api.h says (the stubs util/cuda_none.c makes from the list); any build, GPU or
+ * not, finds that host memory is no device memory. */
+ZT_TEST(cuda_without_gpu)
 {
-    const char *gpu = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:05:00.0";
-    const char *nic_same_switch =
-        "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0/0000:06:00.0";
-    const char *nic_two_tiers = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0/"
-                                "0000:06:00.0/0000:07:04.0/0000:08:00.0";
-    const char *nic_other_root_port = "/sys/devices/pci0000:00/0000:00:03.0/0000:09:00.0";
-    const char *nic_other_bridge = "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0";
-    ZT_EQ_INT(zn_pci_distance(gpu, 0, gpu, 0), ZN_PCI_LOC);
-    ZT_EQ_INT(zn_pci_distance(gpu, 0, nic_same_switch, 0), ZN_PCI_PIX);
-    ZT_EQ_INT(zn_pci_distance(nic_same_switch, 0, gpu, 0), ZN_PCI_PIX);
-    ZT_EQ_INT(zn_pci_distance(gpu, 0, nic_two_tiers, 0), ZN_PCI_PXB);
-    ZT_EQ_INT(zn_pci_distance(gpu, 0, nic_other_root_port, 0), ZN_PCI_PHB);
-    ZT_EQ_INT(zn_pci_distance(gpu, 0, nic_other_bridge, 0), ZN_PCI_PHB);   /* one NUMA node */
-    ZT_EQ_INT(zn_pci_distance(gpu, 0, nic_other_bridge, 1), ZN_PCI_SYS);   /* two */
-    ZT_EQ_INT(zn_pci_distance(gpu, -1, nic_other_bridge, -1), ZN_PCI_SYS); /* unknown */
-    /* Functions of one device under one root port; a class directory after the device. */
-    ZT_EQ_INT(zn_pci_distance("/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0", 0,
-                              "/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.1/net/eth0", 0),
-              ZN_PCI_PIX);
-    /* Unknown or not a PCI device: nothing is near. */
-    ZT_EQ_INT(zn_pci_distance(NULL, 0, gpu, 0), ZN_PCI_SYS);
-    ZT_EQ_INT(zn_pci_distance("", 0, gpu, 0), ZN_PCI_SYS);
-    ZT_EQ_INT(zn_pci_distance("/sys/devices/virtual/net/lo", 0, gpu, 0), ZN_PCI_SYS);
-    ZT_EQ_INT(zn_pci_distance("/sys/devices/pci0000:00", 0, gpu, 0), ZN_PCI_SYS);
-    /* Levels as NCCL writes them. */
-    ZT_EQ_INT(zn_pci_parse_level("PXB"), ZN_PCI_PXB);
-    ZT_EQ_INT(zn_pci_parse_level("phb"), ZN_PCI_PHB);
-    ZT_EQ_INT(zn_pci_parse_level("0"), ZN_PCI_LOC);
-    ZT_EQ_INT(zn_pci_parse_level("4"), ZN_PCI_SYS);
-    ZT_EQ_INT(zn_pci_parse_level("5"), ZN_PCI_SYS);
-    ZT_EQ_INT(zn_pci_parse_level("NVL"), -1);
-    ZT_EQ_INT(zn_pci_parse_level("-1"), -1);
-    ZT_EQ_INT(zn_pci_parse_level(""), -1);
-    ZT_EQ_STR(zn_pci_dist_name(ZN_PCI_PIX), "PIX");
-    /* A bus id that is not in sysfs has no path. */
-    char path[256];
-    int numa = 7;
-    ZT_EQ_INT(zn_pci_sysfs_path("ffff:ff:1f.7", path, sizeof(path), &numa), -1);
-    ZT_EQ_INT(numa, -1);
-    ZT_EQ_STR(path, "");
-    ZT_EQ_INT(zn_pci_sysfs_path("not a bus id", path, sizeof(path), &numa), -1);
-    /* A real device of this machine, named as CUDA writes bus ids (8-digit domain, upper case). */
-    DIR *d = opendir("/sys/bus/pci/devices");
-    struct dirent *e = NULL;
-    while (d && (e = readdir(d)) != NULL && e->d_name[0] == '.') {
-    }
-    if (e) {
-        unsigned dom, bus, dev, fn;
-        ZT_EQ_INT(sscanf(e->d_name, "%x:%x:%x.%x", &dom, &bus, &dev, &fn), 4);
-        char id[32];
-        snprintf(id, sizeof(id), "%08X:%02X:%02X.%X", dom, bus, dev, fn);
-        ZT_EQ_INT(zn_pci_sysfs_path(id, path, sizeof(path), &numa), 0);
-        ZT_ASSERT(strstr(path, e->d_name) != NULL);
-        ZT_EQ_INT(zn_pci_distance(path, numa, path, numa), ZN_PCI_LOC);
-    }
-    if (d) closedir(d);
+    int local = 0;
+    struct zn_cumem m;
+    ZT_EQ_INT(zn_cuda_pointer_device(&local), -1);
+    ZT_ASSERT(zn_cuda_alloc_bytes(&local) == 0);
+    ZT_ASSERT(zn_cuda_alloc_bytes(NULL) == 0);
+    ZT_EQ_INT(zn_cumem_find(&local, &m), -1);
+    ZT_EQ_INT(zn_cumem_lookup(&local, &m), -1);
+#ifdef ZINC_NO_CUDA_HEADERS
+    ZT_EQ_INT(zn_cuda_available(), 0);
+    ZT_EQ_INT(zn_cuda_current_device(), -1);
+    ZT_EQ_INT(zn_cuda_enter(0), -1);
+    ZT_EQ_INT(zn_cuda_device_by_bus_id("0000:1b:00.0"), -1);
+    ZT_EQ_INT(zn_cuda_can_access_peer(0, 0), 0);
+    ZT_EQ_INT(zn_cuda_stream_capturing(NULL), 0);
+    ZT_EQ_INT(zn_cuda_write_value64(NULL, &local, 1), -1);
+    ZT_EQ_INT(zn_cuda_set_device(0), ncclInvalidUsage);
+    ZT_EQ_STR(zn_last_error(), "cudaSetDevice: this zinc build has no CUDA support");
+    void *p = &local;
+    ZT_EQ_INT(zn_cuda_malloc(&p, 64, "a test buffer"), ncclInvalidUsage);
+    ZT_EQ_STR(zn_last_error(), "a test buffer: this zinc build has no CUDA support");
+    ZT_ASSERT(p == &local); /* output untouched */
+    ZT_EQ_INT(zn_cumem_alloc(0, 64, &m), ncclInvalidUsage);
+    zn_cuda_free(&local); /* nothing to free: no effect */
+    zn_cuda_leave(0, 1);
+    struct zn_cuda_system sys;
+    memset(&sys, 0x5a, sizeof(sys));
+    zn_cuda_query_system(&sys);
+    ZT_EQ_INT(sys.state, ZN_CUDA_NOT_BUILT);
+    ZT_EQ_INT(sys.ndev, 0);
+    ZT_EQ_INT(sys.driver_version, 0);
+    struct zn_cuda_gpu g;
+    memset(&g, 0x5a, sizeof(g));
+    ZT_EQ_INT(zn_cuda_query_gpu(0, &g), ncclInvalidUsage);
+    ZT_EQ_STR(zn_last_error(), "device query: this zinc build has no CUDA support");
+    ZT_EQ_STR(g.name, "");
+    ZT_EQ_INT(g.sm_count, 0);
+    struct zn_cuda_link l;
+    memset(&l, 0x5a, sizeof(l));
+    zn_cuda_query_link(0, 1, &l);
+    ZT_EQ_INT(l.access, 0);
+    ZT_EQ_INT(l.atomics, 0);
+    ZT_EQ_INT(l.perf_rank, -1);
+    ZT_EQ_STR(zn_cuda_last_error_string(), "no CUDA in this build");
+#endif
 }
 
 static void hex(const uint8_t *b, size_t n, char *out)
@@ -545,5 +533,6 @@ ZT_TEST(thread_spread)
 
 ZT_MAIN(ZT_CASE(params_parse), ZT_CASE(params_sources), ZT_CASE(log_helpers), ZT_CASE(ifname_rules),
         ZT_CASE(sockaddr_parse), ZT_CASE(sock_loopback), ZT_CASE(sock_peer_user),
-        ZT_CASE(shm_segments), ZT_CASE(pci_distance), ZT_CASE(size_overflow), ZT_CASE(handle_pool),
-        ZT_CASE(sha256_hmac_vectors), ZT_CASE(nonce_set), ZT_CASE(thread_spread))
+        ZT_CASE(shm_segments), ZT_CASE(cuda_without_gpu), ZT_CASE(size_overflow),
+        ZT_CASE(handle_pool), ZT_CASE(sha256_hmac_vectors), ZT_CASE(nonce_set),
+        ZT_CASE(thread_spread))

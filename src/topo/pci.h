@@ -1,7 +1,7 @@
 /*
  * PCI topology between a GPU and a NIC: how far apart two devices sit, in NCCL's path types,
- * from their sysfs paths. Used to pick the NIC nearest a GPU and to decide whether a net may
- * move a GPU's memory directly (GPUDirect RDMA, ZINC_NET_GDR_LEVEL).
+ * from their sysfs paths. topo/nic.h picks the NIC nearest a GPU by them and decides whether a
+ * net may move a GPU's memory directly (GPUDirect RDMA, ZINC_NET_GDR_LEVEL).
  *
  * A device's sysfs path lists the bridges above it, from the host bridge down:
  *
@@ -14,8 +14,8 @@
  * SYS across nodes (or when the node is not known). An unknown path is SYS: nothing is assumed
  * to be near.
  */
-#ifndef ZN_UTIL_PCI_H
-#define ZN_UTIL_PCI_H
+#ifndef ZN_TOPO_PCI_H
+#define ZN_TOPO_PCI_H
 
 #include <stddef.h>
 
