@@ -11,7 +11,8 @@
  *               signal words, device-connection fields, the FIFO
  *   ib_conn.c  mscclppTransportIB on the net transport's one-sided table
  *               (zn_transport_net_rma): signal words, epochs, host waits, FIFO triggers
- *   proxy.c     the FIFO consumer (handles one trigger per call) and its temporary thread
+ *   proxy.c     the FIFO consumer (handles one trigger per call), a client of the process's
+ *               progress thread
  *   regmem.cc   mscclppRegisterBuffer (C++: mscclppRegisteredMemory holds a std::vector)
  */
 #ifndef ZN_MSCCLPP_MSC_H
@@ -230,7 +231,7 @@ int zn_msc_nconns(struct mscclppComm *c);
 int zn_msc_arg_error(const char *msg);
 
 /* proxy.c: handle at most one FIFO trigger of c (never blocks but for a flush's stream sync);
- * the callback zinc's proxy progress thread will call in place of the temporary thread. */
+ * what the process's progress thread calls for c. */
 ncclResult_t zn_msc_proxy_progress(struct mscclppComm *c, int *progressed);
 void zn_msc_proxy_free(struct mscclppComm *c);
 

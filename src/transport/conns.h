@@ -10,7 +10,7 @@
 struct zn_conns;
 
 /* Choose a transport per peer (shm for same-host peers unless ZINC_SHM_DISABLE=1 or
- * ZINC_TRANSPORT=socket; socket otherwise) and initialise the transports in use. Collective:
+ * ZINC_TRANSPORT=socket; the net transport otherwise) and initialise the transports in use. Collective:
  * every rank calls it at init. ctx must outlive the result. */
 ncclResult_t zn_conns_create(const struct zn_tctx *ctx, struct zn_conns **out);
 /* The connection to peer on channel, started on first use. Never blocks. */

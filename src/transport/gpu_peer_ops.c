@@ -1,6 +1,6 @@
 /*
  * The p2p transport's tables: the main one (zn_transport_p2p), its collective memory (the GPU
- * arenas of p2p.c) and its one-sided operations, host-driven: puts are cudaMemcpyAsync copies
+ * arenas of gpu_peer.c) and its one-sided operations, host-driven: puts are cudaMemcpyAsync copies
  * into the peer's allocation mapped in this process, on a stream per connection.
  *
  * The transport carries no messages (isend / irecv are unsupported): kernels move the data of

@@ -1,6 +1,6 @@
 /*
  * SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104): the keyed hash with which a connection
- * proves that it knows the job secret without sending it (bootstrap/auth.c, the nets'
+ * proves that it knows the job secret without sending it (bootstrap/wire.c, the nets'
  * handshakes). Written for zinc; tests/unit/util_test.c checks them against the FIPS 180-2
  * examples and RFC 4231's test cases.
  */
